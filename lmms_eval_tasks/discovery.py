@@ -1,0 +1,36 @@
+"""Make `lmms-eval --tasks mmau_blind,...` find the visdep tasks without `--include_path`.
+
+lmms-eval 0.7.x has no entry point for tasks, but it loads the `lmms_eval.models` entry points
+when its model registry is imported, which happens before it builds its TaskManager. This entry
+point registers no model: it adds this package's folder to every TaskManager's search path.
+`--include_path <this folder>` remains the documented fallback (`visdep tasks-path` prints it).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+TASKS_DIR = Path(__file__).resolve().parent
+
+
+def tasks_path() -> str:
+    return str(TASKS_DIR)
+
+
+def register_task_path() -> list:
+    """Entry-point payload for `lmms_eval.models`: patches TaskManager, returns no model manifest."""
+    from lmms_eval.tasks import TaskManager
+
+    if getattr(TaskManager.initialize_tasks, "_visdep_patched", False):
+        return []
+    original = TaskManager.initialize_tasks
+
+    def initialize_tasks(self, include_path=None, include_defaults=True):
+        paths = [] if include_path is None else [include_path] if isinstance(include_path, str) else list(include_path)
+        if not any(Path(p).resolve() == TASKS_DIR for p in paths):
+            paths.append(str(TASKS_DIR))
+        return original(self, include_path=paths, include_defaults=include_defaults)
+
+    initialize_tasks._visdep_patched = True
+    TaskManager.initialize_tasks = initialize_tasks
+    return []

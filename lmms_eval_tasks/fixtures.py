@@ -1,0 +1,215 @@
+"""Synthetic benchmark downloads in each official layout, for tests and the offline demo.
+
+`write_fixtures(root)` lays out small copies of all four benchmarks exactly as their owners
+distribute them (annotation files with their quirks, mp4 videos made with PyAV, MM-AU frame
+folders) and returns the environment variables that point the tasks at them. Every video shows a
+different pattern, so a model that sees frames sees different inputs for different videos.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from lmms_eval_tasks.loaders import VRU_SOURCES, cap_group
+
+CAUSES = ["pedestrian runs the red light.", "the car driver is in distracted driving.", "the car is out of control.",
+          "the car ahead decelerates or stops suddenly.", "the car drives too fast with short braking distance.",
+          "the road is slippery.", "a cyclist crosses the road suddenly."]
+VRU_QUESTIONS = {
+    "weather and light": ("What's the weather and lighting?", ["sunny day", "cloudy night", "stormy day", "rainy evening"]),
+    "location": ("Where did the accident happen?", ["rural", "urban", "suburban", "industrial"]),
+    "road type": ("What type of road is shown?", ["roundabout", "crossroad", "T-junction", "dead-end"]),
+    "accident type": ("What kind of accident occurred?", ["bicycle collides with parked car",
+                                                          "pedestrian was hit by surrounding vehicle",
+                                                          "ego-car hits a crossing pedestrian",
+                                                          "motorcycle crashes into a tree"]),
+    "accident reason": ("Why did the accident happen?", ["The ego-car's vision is blocked, and there is no time to brake",
+                                                         "Cyclist does not notice the coming vehicles.",
+                                                         "poor road conditions caused the crash",
+                                                         "the pedestrian, distracted, crosses late"]),
+    "prevention method": ("How could this accident be prevented?", ["Drivers should slow down",
+                                                                    "Pedestrian should use designated crosswalk",
+                                                                    "Cyclists should wear bright colors",
+                                                                    "Bus drivers should check their mirrors"]),
+}
+VRU_SUFFIX = " Choose the correct option (A, B, C, or D) without any explanations."
+TRAFFICQA_HEADER = ["record_id", "vid_id", "vid_filename", "perspective", "q_body", "q_type", "option0", "option1",
+                    "option2", "option3", "answer"]
+
+
+def _frames(seed: int, n: int = 8, size: int = 64) -> np.ndarray:
+    """n frames (n, size, size, 3) uint8: a moving bar whose colour and speed depend on the seed."""
+    rng = np.random.default_rng(seed)
+    colour = rng.integers(40, 256, 3, dtype=np.uint8)
+    background = rng.integers(0, 60, 3, dtype=np.uint8)
+    step = int(rng.integers(2, 8))
+    out = np.empty((n, size, size, 3), dtype=np.uint8)
+    out[:] = background
+    for t in range(n):
+        x = (t * step) % (size - 8)
+        out[t, :, x:x + 8] = colour
+    return out
+
+
+def write_mp4(path: Path, frames: np.ndarray, fps: int = 8) -> None:
+    import av
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with av.open(str(path), mode="w") as container:
+        stream = container.add_stream("mpeg4", rate=fps)
+        stream.width, stream.height = frames.shape[2], frames.shape[1]
+        stream.pix_fmt = "yuv420p"
+        for frame in frames:
+            for packet in stream.encode(av.VideoFrame.from_ndarray(frame, format="rgb24")):
+                container.mux(packet)
+        for packet in stream.encode():
+            container.mux(packet)
+
+
+def write_frame_folder(folder: Path, frames: np.ndarray, suffix: str, digits: int) -> None:
+    from PIL import Image
+
+    folder.mkdir(parents=True, exist_ok=True)
+    for t, frame in enumerate(frames, start=1):
+        Image.fromarray(frame).save(folder / f"{t:0{digits}d}{suffix}")
+
+
+def write_mmau(root: Path, n_cap: int = 6, n_dada: int = 4, videos: bool = True) -> None:
+    """CAP `ArA label/test.json` (answers as strings) + DADA `testData.xls` (float cells, video
+    numbers repeated across accident types), with jpg / png frame folders."""
+    import xlwt
+
+    cap = []
+    for i in range(n_cap):
+        acc_type = [1, 11, 12, 43, 44, 62][i % 6]
+        clip = f"{1000 + i:06d}"
+        opts = [CAUSES[(i + k) % len(CAUSES)] for k in range(5)]
+        cap.append({"video_id": str(7800 + i), "num_option": 5, "qid": "0", **{f"a{k}": o for k, o in enumerate(opts)},
+                    "answer": str(i % 5), "question": "what is the cause of the accident?",
+                    "video_name": f"{acc_type}-{clip}"})
+        if videos:
+            write_frame_folder(root / "CAP-DATA" / cap_group(acc_type) / str(acc_type) / clip / "images",
+                               _frames(100 + i), ".jpg", 6)
+    (root / "ArA label").mkdir(parents=True, exist_ok=True)
+    (root / "ArA label" / "test.json").write_text(json.dumps(cap, indent=1))
+
+    book = xlwt.Workbook()
+    sheet = book.add_sheet("Sheet1")
+    header = ["video", "type", "abnormal start frame", "accident frame", "abnormal end frame", "total frames",
+              "question", "answer", "a0", "a1", "a2", "a3", "a4"]
+    for c, h in enumerate(header):
+        sheet.write(0, c, h)
+    for i in range(n_dada):
+        acc_type = [11, 43][i % 2]
+        video = f"{93 + i // 2:03d}"  # the same video number under two types, as in the real file
+        opts = [CAUSES[(i + 2 + k) % len(CAUSES)].capitalize().rstrip(".") for k in range(5)]
+        row = [video, float(acc_type), 1.0, 2.0, 3.0, 8.0, "What is the cause of the accident?", float((i + 3) % 5)]
+        for c, v in enumerate(row + opts):
+            sheet.write(i + 1, c, v)
+        if videos:
+            write_frame_folder(root / "DADA-DATA" / str(acc_type) / video / "images", _frames(200 + i), ".png", 4)
+    path = root / "Reason_Answering" / "data" / "dada" / "testData.xls"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    book.save(str(path))
+
+
+def _vru_options(options: list[str], style: int) -> str:
+    """The official comma-joined string, including the two broken spacings found in the real files."""
+    parts = [f"{letter}. {o}" for letter, o in zip("ABCD", options)]
+    if style == 1:
+        parts[1] = "B." + options[1]  # 'B.Cyclist ...'
+    if style == 2:
+        return parts[0] + ".,  " + ", ".join(parts[1:])  # '.,  B.'
+    return ", ".join(parts)
+
+
+def write_vru_accident(root: Path, videos_per_source: int = 2, videos: bool = True) -> None:
+    """`MetaData/<SRC>/<SRC>_VQA_annotation.json`, six questions per video, GT a letter."""
+    n = 0
+    for s, src in enumerate(VRU_SOURCES):
+        data = {}
+        for v in range(1, videos_per_source + 1):
+            key = f"./VRU_videos/{src}/VRU_{v}.mp4"
+            entry = {}
+            for c, (category, (question, pool)) in enumerate(VRU_QUESTIONS.items()):
+                shift = (n + c) % 4
+                opts = pool[shift:] + pool[:shift]
+                if category == "accident reason" and v == 2 and s == 0:
+                    opts[3] = opts[1]  # two identical option texts, as in CAP_DATA VRU_2
+                entry[category] = {"question": question + VRU_SUFFIX, "options": _vru_options(opts, (n + c) % 3),
+                                   "GT": "ABCD"[(n + c) % 4]}
+            data[key] = entry
+            if videos:
+                write_mp4(root / key[2:], _frames(300 + n))
+            n += 1
+        path = root / "MetaData" / src / f"{src}_VQA_annotation.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(data, indent=1))
+
+
+def write_trafficqa(root: Path, n_questions: int = 8, videos: bool = True) -> None:
+    """`annotations/R2_test.jsonl`: JSON-list lines after a header; some options padded with ""."""
+    lines = [json.dumps(TRAFFICQA_HEADER)]
+    for i in range(n_questions):
+        options = ["Head-on collision", "No accident happened.", "The vehicle collided with road infrastructure.",
+                   "Others"]
+        answer = i % 4
+        if i % 3 == 1:  # a padded 3-option question
+            pad = (answer + 1) % 4
+            options[pad] = ""
+        if i % 4 == 2:  # a padded 2-option question
+            for pad in [(answer + 1) % 4, (answer + 2) % 4]:
+                options[pad] = ""
+        vid = f"b_clip_{i // 2:03d}.mp4"  # two questions per video
+        lines.append(json.dumps([9000 + i, 20000 + i // 2, vid, 1 + 2 * (i % 2), "What type of accident happened?",
+                                 "UAFRCI"[i % 6], *options, answer]))
+        if videos and i % 2 == 0:
+            write_mp4(root / "raw_videos" / vid, _frames(400 + i))
+    (root / "annotations").mkdir(parents=True, exist_ok=True)
+    (root / "annotations" / "R2_test.jsonl").write_text("\n".join(lines) + "\n")
+
+
+def write_accidentbench(root: Path, per_file: int = 2, videos: bool = True) -> None:
+    """`land_space/<length>/<level>/<style>.json`: shuffled options carrying their own letter
+    (lowercase in one file), K from 2 to 12, scene names without extension."""
+    rng = np.random.default_rng(5)
+    n = 0
+    for length in ("short", "long"):
+        for level, k in (("easy", 2), ("hard", 12)):
+            for style in ("temporal_causal_reasoning", "spatial_reasoning"):
+                rows = []
+                for _ in range(per_file):
+                    kk = k if n % 2 == 0 else max(2, k // 2)
+                    letters = "ABCDEFGHIJKL"[:kk]
+                    if length == "long" and level == "hard":
+                        letters = letters.lower()
+                    texts = [f"[{2 * j},{2 * j + 1}] vehicles" for j in range(kk)]
+                    order = rng.permutation(kk)
+                    scene = f"{n:06d}"
+                    rows.append({"id": n, "dataset": f"land_space_{length}", "scene_name": scene,
+                                 "reasoning_style": style, "question": "How many vehicles are involved?",
+                                 "ground_truth": letters[n % kk].upper(),
+                                 "options": [f"{letters[j]}. {texts[j]}" for j in order]})
+                    if videos:
+                        write_mp4(root / "videos" / f"{scene}.mp4", _frames(500 + n))
+                    n += 1
+                path = root / "land_space" / length / level / f"{style}.json"
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text(json.dumps(rows, indent=1))
+
+
+def write_fixtures(root: str | Path, videos: bool = True, scale: int = 1) -> dict[str, str]:
+    """Write all four synthetic benchmarks under `root`; return {ENV_VAR: benchmark root}.
+
+    `scale` multiplies the number of questions (and videos) of every benchmark."""
+    root = Path(root)
+    env = {"MMAU_ROOT": root / "mm_au", "VRU_ACCIDENT_ROOT": root / "vru_accident",
+           "TRAFFICQA_ROOT": root / "trafficqa", "ACCIDENTBENCH_ROOT": root / "accidentbench"}
+    write_mmau(env["MMAU_ROOT"], n_cap=6 * scale, n_dada=4 * scale, videos=videos)
+    write_vru_accident(env["VRU_ACCIDENT_ROOT"], videos_per_source=2 * scale, videos=videos)
+    write_trafficqa(env["TRAFFICQA_ROOT"], n_questions=8 * scale, videos=videos)
+    write_accidentbench(env["ACCIDENTBENCH_ROOT"], per_file=2 * scale, videos=videos)
+    return {k: str(v) for k, v in env.items()}

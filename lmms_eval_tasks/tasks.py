@@ -1,0 +1,255 @@
+"""Everything the task YAMLs reference: documents, prompt, choices, visuals, results.
+
+One implementation for all eight tasks; each YAML names its benchmark through the function it
+picks (`mmau_docs_video`, ...). Blind and video tasks of a benchmark share documents, prompt,
+choices and ids: they differ in `doc_to_visual`, in the video task checking up front that every
+video exists, and in the `mode` written into each sample's `visdep` record.
+
+Scoring (`VISDEP_SCORING`, default `letter`):
+- `letter`: the choices are the option letters, scored as the first assistant token (paper B.2);
+- `option`: the choices are the option texts.
+Either way each sample records `option_logprobs`: K log-probabilities (the negated losses a
+model returns), from which p_k = softmax(option_logprobs).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from pathlib import Path
+
+from loguru import logger
+
+from lmms_eval_tasks.loaders import LETTERS, BENCHMARKS, BenchmarkDataError, benchmark_root, load_benchmark
+
+INSTRUCTION = "Answer with the option's letter from the given choices directly."
+SCORING_ENV = "VISDEP_SCORING"
+SCORING_MODES = ("letter", "option")
+SKIP_MISSING_ENV = "VISDEP_SKIP_MISSING_VIDEOS"
+
+
+# --------------------------------------------------------------------------- prompt and choices
+def build_prompt(question: str, options: list[str]) -> str:
+    """The one prompt of both modes (paper B.2): question, lettered options, instruction."""
+    lines = [question] + [f"{LETTERS[k]}. {opt}" for k, opt in enumerate(options)] + [INSTRUCTION]
+    return "\n".join(lines)
+
+
+def scoring_mode() -> str:
+    mode = os.environ.get(SCORING_ENV, "letter").strip().lower() or "letter"
+    if mode not in SCORING_MODES:
+        raise ValueError(f"{SCORING_ENV}={mode!r}: expected one of {', '.join(SCORING_MODES)}")
+    return mode
+
+
+def doc_to_text(doc: dict) -> str:
+    return build_prompt(doc["question"], doc["options"])
+
+
+def doc_to_choice(doc: dict) -> list[str]:
+    if scoring_mode() == "letter":
+        return list(LETTERS[: len(doc["options"])])
+    return list(doc["options"])
+
+
+def doc_to_target(doc: dict) -> int:
+    return int(doc["answer_index"])
+
+
+# --------------------------------------------------------------------------- documents
+def _dataset(records: list[dict], subset):
+    """Records as a `datasets.Dataset`, restricted to the ids of `subset` when it lists some.
+
+    Subset tasks (grounded / debiased exports) point `data_files` at a jsonl of question ids; the
+    full tasks point at a placeholder with no `question_id` column."""
+    import datasets
+
+    if subset is not None and "question_id" in subset.column_names:
+        wanted = [str(q) for q in subset["question_id"]]
+        known = {r["question_id"] for r in records}
+        unknown = [q for q in wanted if q not in known]
+        if unknown:
+            raise BenchmarkDataError(
+                f"{len(unknown)} question id(s) of the subset are not in the benchmark, e.g. {unknown[:3]}")
+        keep = set(wanted)
+        records = [r for r in records if r["question_id"] in keep]
+    # Arrow needs one type per column: category may be None for a whole benchmark.
+    rows = [{**r, "category": r["category"] or ""} for r in records]
+    return datasets.Dataset.from_list(rows)
+
+
+_reported: set[str] = set()
+
+
+def _load(name: str) -> list[dict]:
+    try:
+        return load_benchmark(name)
+    except BenchmarkDataError as e:
+        # lmms-eval retries dataset loading 5 times; say it once, clearly, before the traceback.
+        if str(e) not in _reported:
+            _reported.add(str(e))
+            logger.error(f"visdep: cannot load benchmark {name!r}: {e}")
+        raise
+
+
+def resolve_video(name: str, rel: str) -> Path:
+    """Absolute path of a question's video (mp4 file or frame folder) under the benchmark root."""
+    root = benchmark_root(name)
+    path = root / rel
+    if path.exists() or name != "mmau":
+        return path
+    # MM-AU archives unpack with one more or one fewer folder level depending on the tool used.
+    parts = Path(rel).parts  # CAP-DATA/<group>/<type>/<id>/images or DADA-DATA/<type>/<id>/images
+    tail = Path(*parts[-3:]) if parts[0] == "CAP-DATA" else Path(*parts[1:])
+    for candidate in sorted(root.glob(f"{parts[0]}/**/{tail.as_posix()}")):
+        return candidate
+    return path
+
+
+def _missing_report(name: str, missing: list[tuple[str, Path]]) -> str:
+    shown = "\n".join(f"  {qid}: {path}" for qid, path in missing[:10])
+    more = f"\n  ... and {len(missing) - 10} more" if len(missing) > 10 else ""
+    return f"{len(missing)} video(s) of {name} not found:\n{shown}{more}"
+
+
+def _video_docs(name: str, dataset):
+    """Video documents: the blind documents, after checking that every video exists.
+
+    A missing video is an error naming it; with VISDEP_SKIP_MISSING_VIDEOS=1 those questions are
+    dropped and listed instead (never scored without the video)."""
+    records = _load(name)
+    missing = []
+    for r in records:
+        path = resolve_video(name, r["video"])
+        if not path.exists():
+            missing.append((r["question_id"], path))
+    if missing:
+        report = _missing_report(name, missing)
+        if os.environ.get(SKIP_MISSING_ENV, "") not in ("1", "true", "yes"):
+            logger.error(f"visdep: {report}\nSet {SKIP_MISSING_ENV}=1 to skip these questions instead.")
+            raise FileNotFoundError(f"{report}\nSet {SKIP_MISSING_ENV}=1 to skip these questions instead.")
+        logger.warning(f"visdep: skipping questions whose video is missing ({SKIP_MISSING_ENV}=1): {report}")
+        drop = {qid for qid, _ in missing}
+        records = [r for r in records if r["question_id"] not in drop]
+        if not records:
+            raise FileNotFoundError(f"every video of {name} is missing: {report}")
+    return _dataset(records, dataset)
+
+
+def _blind_docs(name: str, dataset):
+    return _dataset(_load(name), dataset)
+
+
+def mmau_docs_blind(dataset):
+    return _blind_docs("mmau", dataset)
+
+
+def mmau_docs_video(dataset):
+    return _video_docs("mmau", dataset)
+
+
+def vru_accident_docs_blind(dataset):
+    return _blind_docs("vru_accident", dataset)
+
+
+def vru_accident_docs_video(dataset):
+    return _video_docs("vru_accident", dataset)
+
+
+def trafficqa_docs_blind(dataset):
+    return _blind_docs("trafficqa", dataset)
+
+
+def trafficqa_docs_video(dataset):
+    return _video_docs("trafficqa", dataset)
+
+
+def accidentbench_docs_blind(dataset):
+    return _blind_docs("accidentbench", dataset)
+
+
+def accidentbench_docs_video(dataset):
+    return _video_docs("accidentbench", dataset)
+
+
+# --------------------------------------------------------------------------- visuals
+def doc_to_visual_blind(doc: dict) -> list:
+    return []
+
+
+def doc_to_visual_video(doc: dict) -> list[str]:
+    """[absolute path]: an mp4 (what lmms-eval's own video models take) or an MM-AU frame folder.
+    Frame sampling is the model adapter's job."""
+    path = resolve_video(doc["benchmark"], doc["video"])
+    if not path.exists():
+        raise FileNotFoundError(f"video of question {doc['question_id']!r} not found: {path}")
+    return [str(path)]
+
+
+# --------------------------------------------------------------------------- results
+def parse_response(resp) -> float:
+    """The loss of one option from what lmms-eval hands `process_results`.
+
+    lmms-eval 0.7.3 stringifies every response ('(1.25, False)'); a model may also return the
+    tuple itself or a bare float."""
+    value = resp
+    while isinstance(value, (list, tuple)):
+        if not value:
+            raise ValueError(f"empty response {resp!r}")
+        value = value[0]
+    if isinstance(value, str):
+        head = value.strip().lstrip("([").split(",")[0].strip()
+        try:
+            return float(head)  # float() also reads 'nan', 'inf', '-inf'
+        except ValueError:
+            raise ValueError(f"cannot read a log-likelihood from response {resp!r}") from None
+    return float(value)
+
+
+def category_metric(category: str) -> str:
+    """`acc_<category>`, the per-category accuracy metric name (lowercase, underscores)."""
+    return "acc_" + re.sub(r"[^0-9a-z]+", "_", category.lower()).strip("_")
+
+
+def _process_results(doc: dict, results: list, mode: str) -> dict:
+    k = len(doc["options"])
+    if len(results) != k:
+        raise ValueError(f"question {doc['question_id']!r}: {len(results)} responses for {k} options")
+    losses = [parse_response(r) for r in results]
+    # lmms-eval's convention: a response is a loss, -sum log p(continuation | context).
+    logprobs = [-x for x in losses]
+    bad = [x for x in logprobs if not math.isfinite(x)]
+    if bad:
+        raise ValueError(f"question {doc['question_id']!r} ({mode}): non-finite log-likelihoods {logprobs}")
+    pred = max(range(k), key=lambda i: logprobs[i])  # first of ties, like numpy.argmax
+    correct = float(pred == int(doc["answer_index"]))
+    out = {
+        "acc": correct,
+        "visdep": {
+            "question_id": doc["question_id"],
+            "benchmark": doc["benchmark"],
+            "mode": mode,
+            "category": doc["category"] or None,
+            "source": doc["source"],
+            "n_options": k,
+            "answer_index": int(doc["answer_index"]),
+            "option_logprobs": logprobs,
+            "scoring": scoring_mode(),
+        },
+    }
+    if doc["category"]:
+        out[category_metric(doc["category"])] = correct
+    return out
+
+
+def process_results_blind(doc: dict, results: list) -> dict:
+    return _process_results(doc, results, "blind")
+
+
+def process_results_video(doc: dict, results: list) -> dict:
+    return _process_results(doc, results, "video")
+
+
+def task_names() -> list[str]:
+    return [f"{b}_{m}" for b in BENCHMARKS for m in ("blind", "video")]
