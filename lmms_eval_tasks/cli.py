@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import argparse
 import collections
+import re
 
 from lmms_eval_tasks.discovery import tasks_path
 from lmms_eval_tasks.loaders import BENCHMARKS, BenchmarkDataError, load_benchmark
+
+_STRAY_MARKER = re.compile(r"(^|[\s,.])[A-Z]\.\s")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -48,6 +51,10 @@ def _check_data(args) -> int:
         print(f"{name}: {len(records)} questions, options per question {dict(sorted(k.items()))}")
         if cats:
             print(f"  categories: {dict(cats)}")
+        stray = [r["question_id"] for r in records if any(_STRAY_MARKER.search(o) for o in r["options"])]
+        if stray:
+            print(f"  {len(stray)} question(s) whose official option string holds a stray letter marker, kept inside "
+                  f"one option's text, e.g. {stray[:3]}")
         if dup:
             print(f"  {len(dup)} question(s) with two identical option texts (option scoring cannot separate "
                   f"them), e.g. {dup[:3]}")

@@ -18,6 +18,7 @@ imports nothing heavy (no torch, no lmms-eval) so metrics and the test-set stres
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import re
@@ -165,20 +166,29 @@ VRU_CATEGORIES = ("weather and light", "location", "road type", "accident type",
                   "prevention method")
 
 
+_MARKER = re.compile(r"(?:^|(?<=[\s,.]))([A-Z])\.")
+
+
 def split_lettered_options(text: str, n: int, where: str) -> list[str]:
-    """Split 'A. x, B. y, C. z, D. w' at the letter markers (not at commas: options contain commas,
-    and 58 official strings read 'B.Cyclist' or '.,  B.')."""
-    starts = []
-    pos = 0
-    for letter in LETTERS[:n]:
-        m = re.compile(rf"(?:^|(?<=[\s,.])){letter}\.").search(text, pos)
-        if m is None:
-            raise BenchmarkDataError(f"{where}: option marker '{letter}.' not found in {text!r}")
-        starts.append(m)
-        pos = m.end()
+    """Split 'A. x, B. y, C. z, D. w' into n option texts at the letter markers.
+
+    Not at commas: option texts contain commas, and 58 official strings read 'B.Cyclist' or
+    '.,  B.'. Eleven strings also hold a stray extra marker ('... pedestrians. B. The truck ...,
+    B. Bus ...'); of the marker sequences spelling A, B, C, ... in order, the one with the most
+    markers after the official ', ' joiner wins, and the stray marker stays inside an option text."""
+    marks = [m for m in _MARKER.finditer(text) if m.group(1) in LETTERS[:n]]
+    best, best_joined = None, -1
+    for combo in itertools.combinations(marks, n):
+        if "".join(m.group(1) for m in combo) != LETTERS[:n]:
+            continue
+        joined = sum(text[: m.start()].rstrip().endswith(",") for m in combo)
+        if joined > best_joined:
+            best, best_joined = combo, joined
+    if best is None:
+        raise BenchmarkDataError(f"{where}: option markers {', '.join(LETTERS[:n])} not found in order in {text!r}")
     out = []
-    for k, m in enumerate(starts):
-        end = starts[k + 1].start() if k + 1 < n else len(text)
+    for k, m in enumerate(best):
+        end = best[k + 1].start() if k + 1 < n else len(text)
         out.append(text[m.end():end].strip().rstrip(",").strip())
     return out
 
