@@ -19,14 +19,15 @@ CAUSES = ["pedestrian runs the red light.", "the car driver is in distracted dri
           "the car ahead decelerates or stops suddenly.", "the car drives too fast with short braking distance.",
           "the road is slippery.", "a cyclist crosses the road suddenly."]
 VRU_QUESTIONS = {
-    "weather and light": ("What's the weather and lighting?", ["sunny day", "cloudy night", "stormy day", "rainy evening"]),
+    "weather and light": ("What's the weather and lighting?",
+                          ["sunny day", "cloudy night", "stormy day", "rainy evening"]),
     "location": ("Where did the accident happen?", ["rural", "urban", "suburban", "industrial"]),
     "road type": ("What type of road is shown?", ["roundabout", "crossroad", "T-junction", "dead-end"]),
     "accident type": ("What kind of accident occurred?", ["bicycle collides with parked car",
                                                           "pedestrian was hit by surrounding vehicle",
                                                           "ego-car hits a crossing pedestrian",
                                                           "motorcycle crashes into a tree"]),
-    "accident reason": ("Why did the accident happen?", ["The ego-car's vision is blocked, and there is no time to brake",
+    "accident reason": ("Why did the accident happen?", ["The ego-car's view is blocked, and there's no time to brake",
                                                          "Cyclist does not notice the coming vehicles.",
                                                          "poor road conditions caused the crash",
                                                          "the pedestrian, distracted, crosses late"]),
@@ -118,7 +119,7 @@ def write_mmau(root: Path, n_cap: int = 6, n_dada: int = 4, videos: bool = True)
 
 def _vru_options(options: list[str], style: int) -> str:
     """The official comma-joined string, including the two broken spacings found in the real files."""
-    parts = [f"{letter}. {o}" for letter, o in zip("ABCD", options)]
+    parts = [f"{letter}. {o}" for letter, o in zip("ABCD", options, strict=True)]
     if style == 1:
         parts[1] = "B." + options[1]  # 'B.Cyclist ...'
     if style == 2:

@@ -23,9 +23,9 @@ import json
 import os
 import re
 import string
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 LETTERS = string.ascii_uppercase
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from loguru import logger
 
-from lmms_eval_tasks.loaders import LETTERS, BENCHMARKS, BenchmarkDataError, benchmark_root, load_benchmark
+from lmms_eval_tasks.loaders import BENCHMARKS, LETTERS, BenchmarkDataError, benchmark_root, load_benchmark
 
 INSTRUCTION = "Answer with the option's letter from the given choices directly."
 SCORING_ENV = "VISDEP_SCORING"
