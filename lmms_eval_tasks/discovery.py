@@ -32,5 +32,6 @@ def register_task_path() -> list:
         return original(self, include_path=paths, include_defaults=include_defaults)
 
     initialize_tasks._visdep_patched = True
+    initialize_tasks._visdep_original = original
     TaskManager.initialize_tasks = initialize_tasks
     return []

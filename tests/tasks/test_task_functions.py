@@ -1,0 +1,65 @@
+"""Prompt, choices and results of the shared task functions (what every YAML references)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from lmms_eval_tasks import tasks
+
+DOC = {"question_id": "q1", "benchmark": "vru_accident", "video": "v.mp4", "question": "Where?",
+       "options": ["rural", "urban", "suburban"], "answer_index": 1, "category": "location", "source": "DoTA"}
+
+
+def test_prompt_is_the_paper_template():
+    assert tasks.doc_to_text(DOC) == ("Where?\nA. rural\nB. urban\nC. suburban\n"
+                                      "Answer with the option's letter from the given choices directly.")
+
+
+def test_choices_follow_scoring_mode(monkeypatch):
+    monkeypatch.delenv("VISDEP_SCORING", raising=False)
+    assert tasks.doc_to_choice(DOC) == ["A", "B", "C"]
+    monkeypatch.setenv("VISDEP_SCORING", "option")
+    assert tasks.doc_to_choice(DOC) == ["rural", "urban", "suburban"]
+    monkeypatch.setenv("VISDEP_SCORING", "logits")
+    with pytest.raises(ValueError, match="VISDEP_SCORING='logits': expected one of letter, option"):
+        tasks.doc_to_choice(DOC)
+
+
+@pytest.mark.parametrize("results", [
+    ["(2.0, False)", "(0.5, True)", "(3.0, False)"],          # what lmms-eval 0.7.3 hands over: strings
+    [(2.0, False), (0.5, True), (3.0, False)],                # tuples
+    [["(2.0, False)"], ["(0.5, True)"], ["(3.0, False)"]],    # one-element lists of either
+])
+def test_results_take_the_smallest_loss(results, monkeypatch):
+    monkeypatch.delenv("VISDEP_SCORING", raising=False)
+    out = tasks.process_results_video(DOC, results)
+    assert out["acc"] == 1.0 and out["acc_location"] == 1.0  # option B has the smallest loss and is the answer
+    rec = out["visdep"]
+    assert rec == {"question_id": "q1", "benchmark": "vru_accident", "mode": "video", "category": "location",
+                   "source": "DoTA", "n_options": 3, "answer_index": 1, "option_logprobs": [-2.0, -0.5, -3.0],
+                   "scoring": "letter"}
+    wrong = tasks.process_results_blind(DOC, ["(0.1, True)", "(0.5, False)", "(3.0, False)"])
+    assert wrong["acc"] == 0.0 and wrong["visdep"]["mode"] == "blind"
+
+
+def test_results_refuse_nan_and_wrong_count():
+    with pytest.raises(ValueError, match=r"question 'q1' \(blind\): non-finite log-likelihoods"):
+        tasks.process_results_blind(DOC, ["(nan, False)", "(0.5, False)", "(3.0, False)"])
+    with pytest.raises(ValueError, match="2 responses for 3 options"):
+        tasks.process_results_blind(DOC, ["(1.0, False)", "(0.5, False)"])
+    with pytest.raises(ValueError, match="cannot read a log-likelihood"):
+        tasks.process_results_blind(DOC, ["oops", "(0.5, False)", "(1.0, False)"])
+
+
+def test_benchmark_without_category_has_only_acc():
+    doc = {**DOC, "category": ""}
+    out = tasks.process_results_blind(doc, ["(1.0, False)", "(0.5, False)", "(3.0, False)"])
+    assert set(out) == {"acc", "visdep"} and out["visdep"]["category"] is None
+    assert math.isclose(out["acc"], 1.0)
+
+
+def test_category_metric_names():
+    assert tasks.category_metric("weather and light") == "acc_weather_and_light"
+    assert tasks.category_metric("temporal_causal_reasoning") == "acc_temporal_causal_reasoning"
