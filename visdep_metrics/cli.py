@@ -13,6 +13,8 @@ import sys
 # Modules that provide subcommands, in the order `visdep --help` lists them.
 COMMAND_MODULES = [
     "lmms_eval_tasks.cli",
+    "visdep_metrics.tst_cli",
+    "visdep_metrics.audit_cli",
 ]
 
 

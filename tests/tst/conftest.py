@@ -1,0 +1,74 @@
+"""Synthetic benchmarks with a known amount of text shortcut, written in VRU-Accident's official layout
+(`MetaData/<SRC>/<SRC>_VQA_annotation.json`, six questions per video) and read back through the loaders."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from lmms_eval_tasks.fixtures import VRU_SUFFIX
+from lmms_eval_tasks.loaders import VRU_CATEGORIES, VRU_SOURCES, load_benchmark
+
+# Shortcut questions: the answer comes from a small pool of labels that never appear as distractors,
+# the distractors are made up per question (the pattern the issue describes for VRU-Accident).
+LABELS = ["sunny day", "urban street", "arterial road", "car hits pedestrian", "driver is distracted"]
+# Shortcut-free questions: all four options from one shared pool, the answer drawn uniformly.
+NEUTRAL = ["red car", "blue car", "green car", "white car", "black car", "grey car", "yellow car", "silver car"]
+VOCAB = ["rain", "fog", "bridge", "tunnel", "truck", "bus", "lane", "curb", "signal", "ramp", "park", "turn"]
+
+
+def write_shortcut_vru(root: Path, videos_per_source: int, shortcut_fraction: float, seed: int = 0,
+                       unique_fraction: float = 0.0) -> Path:
+    """Write the benchmark; each question is a shortcut question with probability `shortcut_fraction`, else
+    (with probability `unique_fraction`) one whose four options are all made up for it, else one with four
+    options from the shared NEUTRAL pool. Returns `root`; the shortcut questions' ids are listed in
+    root/shortcut_ids.json."""
+    rng = np.random.default_rng(seed)
+    shortcut_ids = []
+    for src in VRU_SOURCES:
+        data = {}
+        for v in range(1, videos_per_source + 1):
+            entry = {}
+            for category in VRU_CATEGORIES:
+                answer = int(rng.integers(4))
+                made_up = [" ".join(rng.choice(VOCAB, 3)) + f" {int(rng.integers(10**6))}" for _ in range(4)]
+                if rng.random() < shortcut_fraction:
+                    shortcut_ids.append(f"{src}/VRU_{v}/{category}")
+                    options = made_up
+                    options[answer] = LABELS[int(rng.integers(len(LABELS)))]
+                elif rng.random() < unique_fraction:
+                    options = made_up
+                else:
+                    options = [str(o) for o in rng.choice(NEUTRAL, 4, replace=False)]
+                entry[category] = {"question": f"Question about {category}?" + VRU_SUFFIX,
+                                   "options": ", ".join(f"{ch}. {o}" for ch, o in zip("ABCD", options, strict=True)),
+                                   "GT": "ABCD"[answer]}
+            data[f"./VRU_videos/{src}/VRU_{v}.mp4"] = entry
+        path = root / "MetaData" / src / f"{src}_VQA_annotation.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(data, indent=1))
+    (root / "shortcut_ids.json").write_text(json.dumps(shortcut_ids))
+    return root
+
+
+@pytest.fixture(scope="session")
+def shortcut_root(tmp_path_factory) -> Path:
+    """480 questions (80 videos), about half of them answerable from the option texts alone."""
+    return write_shortcut_vru(tmp_path_factory.mktemp("shortcut_vru"), 20, 0.5, seed=1)
+
+
+@pytest.fixture(scope="session")
+def shortcut_records(shortcut_root) -> list[dict]:
+    return load_benchmark("vru_accident", shortcut_root)
+
+
+@pytest.fixture(scope="session")
+def neutral_records(tmp_path_factory) -> list[dict]:
+    """600 questions (100 videos) whose answers are independent of every non-visual input: half with options
+    from a shared pool, half with options seen nowhere else (a text whose own answer leaked into its
+    statistics would give these away)."""
+    root = write_shortcut_vru(tmp_path_factory.mktemp("neutral_vru"), 25, 0.0, seed=2, unique_fraction=0.5)
+    return load_benchmark("vru_accident", root)
