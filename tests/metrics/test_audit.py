@@ -1,0 +1,181 @@
+"""The audit on hand-written lmms-eval folders: paper table 1 rows, T/V/S in questions.csv, filters, exports,
+the `visdep tst` join, the report and its files."""
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from tests.metrics.conftest import records_from_correct, visdep_record, write_run
+from tests.metrics.test_diagnostics import ANSWER, L1, L2, V1_BLIND, V1_VIDEO, h_norm
+from visdep_metrics.audit import run_audit
+from visdep_metrics.cli import main
+from visdep_metrics.nonvisual import StressTestError
+from visdep_metrics.report import write_audit
+
+
+def first_correct(n, n_correct):
+    return (np.arange(n) < n_correct).astype(int)
+
+
+@pytest.fixture(scope="module")
+def paper_rows(tmp_path_factory):
+    """InternVL 3.5 8B and Llama 3.1 8B rows of the paper's table 1, as runs with those accuracies."""
+    root = tmp_path_factory.mktemp("paper_rows")
+    internvl = {}
+    for bench, n, k, blind, video in (("mmau", 2453, [5] * 2453, 1480, 1248),
+                                      ("accidentbench", 10000, [2] * 96 + [4] * 9904, 3043, 3776),
+                                      ("vru_accident", 6000, [4] * 6000, 2577, 3771)):
+        internvl[f"{bench}_blind"] = records_from_correct(bench, "blind", first_correct(n, blind), k)
+        internvl[f"{bench}_video"] = records_from_correct(bench, "video", first_correct(n, video), k)
+    write_run(root, "OpenGVLab/InternVL3_5-8B-HF", internvl)
+    write_run(root, "meta-llama/Llama-3.1-8B",
+              {"mmau_blind": records_from_correct("mmau", "blind", first_correct(2453, 1143), [5] * 2453)},
+              model_type="visdep_llm")
+    return run_audit([root], n_resamples=200)
+
+
+@pytest.mark.parametrize("model, bench, acc_b, acc_v, bg, vg", [
+    ("OpenGVLab/InternVL3_5-8B-HF", "mmau", 60.33, 50.88, 40.33, -9.46),  # 50.88 - 60.33 = -9.45 from rounded values
+    ("OpenGVLab/InternVL3_5-8B-HF", "accidentbench", 30.43, 37.76, 5.19, 7.33),
+    ("OpenGVLab/InternVL3_5-8B-HF", "vru_accident", 42.95, 62.85, 17.95, 19.90),
+    ("meta-llama/Llama-3.1-8B", "mmau", 46.60, None, 26.60, None),
+])
+def test_paper_table1_rows_from_constructed_runs(paper_rows, model, bench, acc_b, acc_v, bg, vg):
+    s = paper_rows.summary
+    row = s[(s["model"] == model) & (s["benchmark"] == bench) & (s["subset"] == "full") & (s["category"] == "all")]
+    row = row.iloc[0]
+    assert round(row["acc_blind"], 2) == acc_b and round(row["blind_gap"], 2) == bg
+    if acc_v is None:  # text-only: blind columns only
+        assert np.isnan(row["acc_video"]) and np.isnan(row["visual_gain"]) and np.isnan(row["visual_gain_lo"])
+        assert row["role"] == "panel_llm"
+    else:
+        assert round(row["acc_video"], 2) == acc_v and round(row["visual_gain"], 2) == vg
+        assert row["visual_gain_lo"] < row["visual_gain"] < row["visual_gain_hi"]
+    assert row["acc_blind_lo"] < row["acc_blind"] < row["acc_blind_hi"]
+    # BG's interval is Acc_B's shifted by chance when K is constant
+    if bench != "accidentbench":
+        assert row["blind_gap_lo"] == pytest.approx(row["acc_blind_lo"] - row["chance"])
+
+
+def test_chance_of_varying_option_counts(paper_rows):
+    s = paper_rows.summary
+    assert s.loc[s["benchmark"] == "accidentbench", "chance"].iloc[0] == pytest.approx(25.24)
+
+
+def toy_records(mode, probabilities, shift=-2.0):
+    return [visdep_record(f"cap-{i}", "mmau", mode, ANSWER[i], list(np.log(p) + shift))
+            for i, p in enumerate(probabilities)]
+
+
+@pytest.fixture
+def toy_runs(tmp_path):
+    """The three-model toy panel of test_diagnostics (L1, L2 text-only; V1 a VLM) as lmms-eval folders."""
+    root = tmp_path / "runs"
+    write_run(root, "org/L1", {"mmau_blind": toy_records("blind", L1)}, model_type="visdep_llm")
+    write_run(root, "org/L2", {"mmau_blind": toy_records("blind", L2)}, model_type="visdep_llm")
+    write_run(root, "org/V1", {"mmau_blind": toy_records("blind", V1_BLIND),
+                               "mmau_video": toy_records("video", V1_VIDEO)})
+    return root
+
+
+def test_toy_panel_scores_filters_and_exports(toy_runs, tmp_path):
+    out = tmp_path / "audit"
+    assert main(["audit", str(toy_runs), "--out", str(out), "--n-resamples", "100"]) == 0
+    q = pd.read_csv(out / "questions.csv")
+    t_hand = [(1 - h_norm(L1[0])) / 2, (1 - h_norm(L1[1])) / 2, (2 - h_norm(L1[2]) - h_norm(L2[2])) / 2]
+    v_hand = [(0.9 - 0.6) / (1 - 1 / 2), 0.0, (0.3 - 0.9) / (1 - 1 / 3)]
+    assert q["question_id"].tolist() == ["cap-0", "cap-1", "cap-2"]
+    assert q["T"].to_numpy() == pytest.approx(t_hand)
+    assert q["V"].to_numpy() == pytest.approx(v_hand, abs=1e-12)
+    assert q["S"].to_numpy() == pytest.approx(np.array(t_hand) - np.array(v_hand))
+    assert q["grounded"].tolist() == [True, False, False]
+    assert q["inspector_hits"].tolist() == [1, 1, 2]
+    assert q["kept_llm_inspector"].tolist() == [True, True, False]
+    assert q["kept_b_clean"].tolist() == [False, False, False]  # V1 answers all three correctly blind
+    f = pd.read_csv(out / "filters.csv").set_index(["filter", "model"])
+    assert f.loc[("s_score", "org/V1"), "n_kept"] == 1
+    assert f.loc[("s_score", "org/V1"), "acc_video"] == 100.0  # V1 with video is right on cap-0
+    assert f.loc[("llm_inspector", "org/V1"), "n_kept"] == 2
+    assert f.loc[("b_clean", "org/V1"), "n_kept"] == 0 and np.isnan(f.loc[("b_clean", "org/V1"), "acc_video"])
+    assert (out / "tasks" / "mmau_grounded_ids.jsonl").read_text() == '{"question_id": "cap-0"}\n'
+    assert {p.name for p in (out / "tasks").glob("*.yaml")} == {"mmau_blind_grounded.yaml", "mmau_video_grounded.yaml"}
+    s = pd.read_csv(out / "summary.csv")
+    assert set(s["subset"]) == {"full", "grounded"}
+    for column in ("model", "benchmark", "n", "chance", "acc_blind", "acc_video", "blind_gap", "visual_gain",
+                   "acc_blind_lo", "acc_blind_hi", "visual_gain_lo", "visual_gain_hi"):
+        assert column in s.columns
+    sweep = pd.read_csv(out / "sweep.csv")
+    assert set(sweep["signal"]) == {"T", "-V", "S"}
+    at = sweep[(sweep["signal"] == "S") & (sweep["tau"] == 0.1) & (sweep["model"] == "org/V1")].iloc[0]
+    assert at["n_kept"] == 1 and at["acc_video"] == 100.0
+
+
+def test_report_and_outputs(toy_tree, tmp_path):
+    panel = tmp_path / "panel.yaml"
+    panel.write_text("text_llms: [org/llm-a, org/llm-b]\nvlms: [org/vlm-a, org/vlm-b]\nheld_out: [org/vlm-heldout]\n"
+                     "tau: 0.3\n")
+    audit = run_audit([toy_tree], panel_path=panel, n_resamples=100)
+    assert audit.tau == 0.3
+    assert audit.roles == {"org/llm-a": "panel_llm", "org/llm-b": "panel_llm", "org/vlm-a": "panel_vlm",
+                           "org/vlm-b": "panel_vlm", "org/vlm-heldout": "held_out"}
+    out = write_audit(audit, tmp_path / "audit")
+    report = (out / "report.md").read_text()
+    for heading in ("## Table 1", "Average VLM", "## Table 2", "**MM-AU, org/vlm-heldout** (held out)",
+                    "## Table 5", "Filtered (G) Acc_V", "## Threshold sweeps", "## Files used"):
+        assert heading in report
+    # Table 1's Average VLM row is the mean over the three VLMs
+    s = audit.summary[(audit.summary["subset"] == "full") & audit.summary["acc_video"].notna()]
+    assert f"| Average VLM | {s['acc_blind'].mean():.2f} | {s['acc_video'].mean():.2f} |" in report
+    for name in ("diagnostic_space.png", "sweep_mmau.png"):
+        assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    manifest = json.loads((out / "audit.json").read_text())
+    assert len(manifest["files_used"]) == 8 and manifest["tau"] == 0.3
+    # writing again into an earlier audit output replaces it
+    write_audit(audit, out)
+    assert (out / "report.md").read_text() == report
+
+
+def test_grounded_subset_joined_with_tst_scores(toy_runs, tmp_path):
+    tst = tmp_path / "tst_mmau"
+    tst.mkdir()
+    pd.DataFrame({"question_id": ["cap-2", "cap-0", "cap-1"], "category": ["", "", ""], "n_options": [3, 2, 4],
+                  "s": [0.9, 0.7, 0.2], "s_minus_chance": [0.57, 0.2, -0.05], "fold": [0, 1, 2],
+                  "correct": [1, 1, 0]}).to_csv(tst / "s_x.csv", index=False)
+    (tst / "summary.json").write_text(json.dumps({"benchmark": "mmau", "accuracy": 2 / 3, "chance": 0.36}))
+    out = tmp_path / "audit"
+    assert main(["audit", str(toy_runs), "--out", str(out), "--tst", str(tst), "--n-resamples", "50"]) == 0
+    q = pd.read_csv(out / "questions.csv")
+    assert q["s_tst"].tolist() == [0.7, 0.2, 0.9]
+    report = (out / "report.md").read_text()
+    # non-visual solvability: full = mean(correct) = 2/3; grounded subset {cap-0} = 1
+    assert "| MM-AU | full | 3 | 66.67 |" in report
+    assert "| MM-AU | grounded | 1 | 100.00 |" in report
+
+
+def test_tst_folders_that_do_not_fit(toy_runs, tmp_path):
+    tst = tmp_path / "tst"
+    tst.mkdir()
+    (tst / "summary.json").write_text(json.dumps({"benchmark": "mmau", "accuracy": 0.5, "chance": 0.2}))
+    pd.DataFrame({"question_id": ["cap-0", "cap-9"], "category": ["", ""], "n_options": [2, 4], "s": [0.1, 0.2],
+                  "s_minus_chance": [0, 0], "fold": [0, 1], "correct": [1, 0]}).to_csv(tst / "s_x.csv", index=False)
+    with pytest.raises(StressTestError, match=r"2 audited question\(s\) have no score.*1 scored question\(s\) were "
+                                              r"not audited \(e.g. \['cap-9'\]\)"):
+        run_audit([toy_runs], tst_dirs=[tst], n_resamples=10)
+    (tst / "s_x.csv").write_text("question_id,s\ncap-0,0.1\n")
+    with pytest.raises(StressTestError, match="missing column"):
+        run_audit([toy_runs], tst_dirs=[tst], n_resamples=10)
+
+
+def test_categories_get_their_own_rows(tmp_path):
+    cats = ["location", "road type"] * 20
+    correct = [1, 0, 1, 1] * 10
+    write_run(tmp_path, "org/vlm", {
+        "vru_accident_blind": records_from_correct("vru_accident", "blind", correct, [4] * 40, cats),
+        "vru_accident_video": records_from_correct("vru_accident", "video", [1] * 40, [4] * 40, cats)})
+    s = run_audit([tmp_path], n_resamples=50).summary
+    rows = s[s["subset"] == "full"].set_index("category")
+    assert rows.loc["all", "n"] == 40 and rows.loc["location", "n"] == 20
+    assert rows.loc["location", "acc_blind"] == 100.0 and rows.loc["road type", "acc_blind"] == 50.0
+    assert rows.loc["road type", "visual_gain"] == 50.0

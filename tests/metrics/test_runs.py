@@ -1,0 +1,181 @@
+"""Reading lmms-eval output trees: identity, pairing, replacement, stringified values, and refused inputs."""
+
+import json
+
+import numpy as np
+import pytest
+
+from tests.metrics.conftest import records_from_correct, visdep_record, write_run
+from visdep_metrics.cli import main
+from visdep_metrics.runs import RunDataError, load_runs, model_identity
+
+
+def mmau(mode, n=6, prefix="cap", correct=None):
+    correct = [1] * n if correct is None else correct
+    return records_from_correct("mmau", mode, correct, [5] * n, prefix=prefix)
+
+
+def test_model_identity_from_pretrained_or_model_type():
+    config = {"model": "visdep_vlm", "model_args": "pretrained=Qwen/Qwen2.5-VL-7B-Instruct,max_frames=16"}
+    assert model_identity(config) == "Qwen/Qwen2.5-VL-7B-Instruct"
+    assert model_identity({"model": "hf", "model_args": {"pretrained": "/models/x", "dtype": "bf16"}}) == "/models/x"
+    assert model_identity({"model": "dummy", "model_args": ""}) == "dummy"
+
+
+def test_any_nesting_pairs_blind_and_video_of_each_model(tmp_path):
+    write_run(tmp_path / "a" / "b", "org/vlm", {"mmau_blind": mmau("blind"), "mmau_video": mmau("video")})
+    write_run(tmp_path / "c", "org/llm", {"mmau_blind": mmau("blind", correct=[1, 0, 1, 0, 1, 0])},
+              model_type="visdep_llm", subfolder="x/y/z")
+    runs = load_runs([tmp_path])
+    bench = runs.benchmarks["mmau"]
+    assert bench.models == ["org/llm", "org/vlm"]
+    assert bench.has_video.tolist() == [False, True]
+    assert runs.vision_models == {"org/vlm"}
+    assert bench.correct_blind[0].tolist() == [1, 0, 1, 0, 1, 0]
+    assert np.isnan(bench.correct_video[0]).all() and bench.correct_video[1].tolist() == [1.0] * 6
+
+
+def test_samples_in_rank_order_are_aligned_by_question_id(tmp_path):
+    video = mmau("video", correct=[1, 0, 0, 0, 0, 0])
+    folder = write_run(tmp_path, "org/vlm", {"mmau_blind": mmau("blind"), "mmau_video": video})
+    path = next(folder.glob("*_samples_mmau_video.jsonl"))
+    lines = path.read_text().splitlines()
+    path.write_text("\n".join(lines[::2] + lines[1::2]) + "\n")  # rank 0's docs, then rank 1's
+    bench = load_runs([tmp_path]).benchmarks["mmau"]
+    assert bench.questions["question_id"].tolist() == [f"cap-{i}" for i in range(6)]
+    assert bench.correct_video[0].tolist() == [1, 0, 0, 0, 0, 0]
+
+
+def test_stringified_values_read_like_numbers(tmp_path):
+    write_run(tmp_path / "plain", "org/vlm", {"mmau_blind": mmau("blind")})
+    folder = write_run(tmp_path / "strings", "org/vlm", {"mmau_blind": mmau("blind")}, date="20260101_120000")
+    path = next(folder.glob("*_samples_*.jsonl"))
+    lines = []
+    for line in path.read_text().splitlines():
+        sample = json.loads(line)
+        record = sample["visdep"]
+        record["option_logprobs"] = [str(x) for x in record["option_logprobs"]]
+        record["n_options"], record["answer_index"] = str(record["n_options"]), str(record["answer_index"])
+        sample["visdep"] = json.dumps(record)  # the whole record written as a string
+        lines.append(json.dumps(sample))
+    path.write_text("\n".join(lines) + "\n")
+    plain = load_runs([tmp_path / "plain"]).benchmarks["mmau"]
+    strings = load_runs([tmp_path / "strings"]).benchmarks["mmau"]
+    assert strings.questions.equals(plain.questions)
+    assert np.array_equal(strings.entropy_blind, plain.entropy_blind)
+
+
+def test_later_run_replaces_earlier_and_both_are_named(tmp_path):
+    write_run(tmp_path, "org/vlm", {"mmau_blind": mmau("blind", correct=[0] * 6)}, date="20260101_100000")
+    write_run(tmp_path, "org/vlm", {"mmau_blind": mmau("blind")}, date="20260102_100000")
+    runs = load_runs([tmp_path])
+    assert runs.benchmarks["mmau"].correct_blind.tolist() == [[1.0] * 6]
+    (old, new), = runs.replaced
+    assert old.samples_path.name.startswith("20260101") and new.samples_path.name.startswith("20260102")
+    assert [f.samples_path for f in runs.used] == [new.samples_path]
+
+
+def test_non_visdep_tasks_are_skipped(tmp_path):
+    folder = write_run(tmp_path, "org/vlm", {"mmau_blind": mmau("blind")})
+    results = next(folder.glob("*_results.json"))
+    data = json.loads(results.read_text())
+    data["configs"]["videomme"] = {"task": "videomme", "tag": "videomme_group"}
+    results.write_text(json.dumps(data))
+    (folder / f"{data['date']}_samples_videomme.jsonl").write_text('{"doc_id": 0, "target": "A"}\n')
+    runs = load_runs([tmp_path])
+    assert [p.name for p, _ in runs.skipped] == [f"{data['date']}_samples_videomme.jsonl"]
+
+
+# --------------------------------------------------------------------------- refused inputs
+def audit_cli(tmp_path, capsys, *run_dirs):
+    out = tmp_path / "audit"
+    code = main(["audit", *map(str, run_dirs), "--out", str(out)])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert not out.exists(), "nothing may be written when the input is refused"
+    return err
+
+
+def test_empty_folder(tmp_path, capsys):
+    (tmp_path / "runs").mkdir()
+    assert "no lmms-eval results" in audit_cli(tmp_path, capsys, tmp_path / "runs")
+
+
+def test_truncated_jsonl_line(tmp_path, capsys):
+    folder = write_run(tmp_path / "runs", "org/vlm", {"mmau_blind": mmau("blind")})
+    path = next(folder.glob("*_samples_*.jsonl"))
+    path.write_text(path.read_text()[:-40])
+    err = audit_cli(tmp_path, capsys, tmp_path / "runs")
+    assert f"{path}:6: not valid JSON" in err and "truncated" in err
+
+
+def test_blind_and_video_of_different_question_sets(tmp_path, capsys):
+    write_run(tmp_path / "runs", "org/vlm", {"mmau_blind": mmau("blind"), "mmau_video": mmau("video", n=5)})
+    err = audit_cli(tmp_path, capsys, tmp_path / "runs")
+    assert "cover different questions" in err and "has 6" in err and "has 5" in err and "'cap-5'" in err
+
+
+def test_different_answers_or_option_counts(tmp_path, capsys):
+    video = mmau("video")
+    video[2]["answer_index"] = (video[2]["answer_index"] + 1) % 5
+    write_run(tmp_path / "runs", "org/vlm", {"mmau_blind": mmau("blind"), "mmau_video": video})
+    assert "disagree on answer_index for 1 question(s) ('cap-2': 2 vs 3)" in audit_cli(tmp_path, capsys,
+                                                                                       tmp_path / "runs")
+    video = mmau("video")
+    video[0] = visdep_record("cap-0", "mmau", "video", 0, [-1.0, -2.0, -3.0, -4.0])
+    write_run(tmp_path / "runs2", "org/vlm", {"mmau_blind": mmau("blind"), "mmau_video": video})
+    assert "disagree on n_options" in audit_cli(tmp_path, capsys, tmp_path / "runs2")
+
+
+def test_sample_without_visdep_record(tmp_path, capsys):
+    folder = write_run(tmp_path / "runs", "org/vlm", {"mmau_blind": mmau("blind")})
+    path = next(folder.glob("*_samples_*.jsonl"))
+    lines = path.read_text().splitlines()
+    sample = json.loads(lines[3])
+    del sample["visdep"]
+    lines[3] = json.dumps(sample)
+    path.write_text("\n".join(lines) + "\n")
+    assert f"{path}:4: sample (doc_id 3) has no 'visdep' record" in audit_cli(tmp_path, capsys, tmp_path / "runs")
+
+
+def test_nan_log_probabilities(tmp_path, capsys):
+    blind = mmau("blind")
+    blind[1]["option_logprobs"][2] = float("nan")  # json writes NaN, as lmms-eval's json.dumps would
+    folder = write_run(tmp_path / "runs", "org/vlm", {"mmau_blind": blind})
+    path = next(folder.glob("*_samples_*.jsonl"))
+    err = audit_cli(tmp_path, capsys, tmp_path / "runs")
+    assert f"{path}:2: question 'cap-1': non-finite option log-probabilities" in err
+
+
+def test_other_refusals(tmp_path):
+    write_run(tmp_path / "video_only", "org/vlm", {"mmau_video": mmau("video")})
+    with pytest.raises(RunDataError, match="has a video run of mmau .* but no blind run"):
+        load_runs([tmp_path / "video_only"])
+    mixed = mmau("video")
+    for r in mixed:
+        r["scoring"] = "option"
+    write_run(tmp_path / "scoring", "org/vlm", {"mmau_blind": mmau("blind"), "mmau_video": mixed})
+    with pytest.raises(RunDataError, match="scored mmau by letter blind but by option with video"):
+        load_runs([tmp_path / "scoring"])
+    write_run(tmp_path / "variants", "org/vlm", {"mmau_blind": mmau("blind"), "mmau_blind_grounded": mmau("blind")})
+    with pytest.raises(RunDataError, match="two blind runs of mmau from different tasks"):
+        load_runs([tmp_path / "variants"])
+    folder = write_run(tmp_path / "orphan", "org/vlm", {"mmau_blind": mmau("blind")})
+    next(folder.glob("*_results.json")).unlink()
+    with pytest.raises(RunDataError, match="no matching"):
+        load_runs([tmp_path / "orphan"])
+    folder = write_run(tmp_path / "duplicate", "org/vlm", {"mmau_blind": mmau("blind")})
+    path = next(folder.glob("*_samples_*.jsonl"))
+    path.write_text(path.read_text() * 2)
+    with pytest.raises(RunDataError, match="appear more than once"):
+        load_runs([tmp_path / "duplicate"])
+
+
+def test_out_folder_that_is_not_an_audit_is_left_alone(tmp_path, capsys):
+    write_run(tmp_path / "runs", "org/vlm", {"mmau_blind": mmau("blind")})
+    out = tmp_path / "precious"
+    out.mkdir()
+    (out / "notes.txt").write_text("keep me")
+    assert main(["audit", str(tmp_path / "runs"), "--out", str(out)]) == 2
+    assert "is not an earlier visdep audit output" in capsys.readouterr().err
+    assert [p.name for p in out.iterdir()] == ["notes.txt"]

@@ -1,0 +1,49 @@
+"""`visdep audit RUN_DIR... --out OUT`: Blind Gap, Visual Gain, Shortcut Score, filters and grounded tasks."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from loguru import logger
+
+from visdep_metrics.nonvisual import StressTestError
+from visdep_metrics.panels import PanelError
+from visdep_metrics.runs import RunDataError
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "audit", help="audit lmms-eval runs of the visdep tasks: BG, VG, T/V/S, filters, grounded tasks, report",
+        description="Read lmms-eval output folders (--log_samples runs of the <bench>_blind / <bench>_video tasks) "
+                    "and write summary.csv, questions.csv, filters.csv, sweep.csv, report.md, plots and the "
+                    "grounded task YAMLs (OUT/tasks, for lmms-eval --include_path).")
+    p.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="lmms-eval --output_path folders (any nesting)")
+    p.add_argument("--out", required=True, help="output folder (new, empty, or an earlier audit's, which is replaced)")
+    p.add_argument("--panel", help="panel YAML (configs/panels/paper.yaml); default: text-only models form T, "
+                                   "VLMs form V")
+    p.add_argument("--tau", type=float, help="keep questions with S(q) <= tau (default: the panel's, else 0.1)")
+    p.add_argument("--max-hits", type=int, help="LLM-Inspector drops a question answered correctly by more than "
+                                                "this many LLMs (default: the panel's, else 1)")
+    p.add_argument("--tst", nargs="+", default=[], metavar="DIR", help="`visdep tst` output folders to join")
+    p.add_argument("--n-resamples", type=int, default=1000, help="bootstrap resamples (default 1000)")
+    p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
+    p.set_defaults(func=_audit)
+
+
+def _audit(args) -> int:
+    # Imported here: `visdep --help` should not pay for pandas, scipy and matplotlib.
+    from visdep_metrics.audit import run_audit
+    from visdep_metrics.report import OutputDirError, check_out_dir, write_audit
+
+    try:
+        check_out_dir(args.out)
+        audit = run_audit(args.run_dirs, panel_path=args.panel, tau=args.tau, max_hits=args.max_hits,
+                          tst_dirs=args.tst, n_resamples=args.n_resamples, seed=args.seed)
+        out = write_audit(audit, args.out)
+    except (RunDataError, PanelError, StressTestError, OutputDirError, ValueError) as e:
+        logger.error(str(e))
+        print(f"visdep audit: error: {e}", file=sys.stderr)
+        return 2
+    print(out / "report.md")
+    return 0

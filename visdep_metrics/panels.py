@@ -1,0 +1,122 @@
+"""Model panels: which models form T (text-only LLMs), which form V (VLMs), which are held out.
+
+A panel file (YAML, see ``configs/panels/paper.yaml``) names models exactly as they appear in
+``pretrained=`` of lmms-eval's model_args (a Hugging Face id or a local path)::
+
+    text_llms: [...]        # T(q): blind runs only (text-only LLMs)
+    vlms: [...]             # V(q): blind and video runs; also the B-Clean panel
+    held_out: [...]         # evaluation only: in no filtering decision
+    inspector_llms: [...]   # optional, LLM-Inspector's panel (default: text_llms)
+    inspector_max_hits: 1   # optional, LLM-Inspector drops a question if more LLMs answer it correctly
+    tau: 0.1                # optional, the S(q) threshold
+
+Without a panel file every text-only model (blind runs only) forms T and every VLM forms V.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+DEFAULT_TAU = 0.1
+DEFAULT_MAX_HITS = 1
+_LISTS = ("text_llms", "vlms", "held_out", "inspector_llms")
+_KEYS = set(_LISTS) | {"tau", "inspector_max_hits"}
+
+
+class PanelError(ValueError):
+    """A panel file or a panel that does not fit the runs; the message says what is wrong."""
+
+
+@dataclass(frozen=True)
+class Panel:
+    text_llms: tuple[str, ...]
+    vlms: tuple[str, ...]
+    held_out: tuple[str, ...] = ()
+    inspector_llms: tuple[str, ...] | None = None
+    inspector_max_hits: int = DEFAULT_MAX_HITS
+    tau: float = DEFAULT_TAU
+    source: str = "inferred"  # the panel file, or "inferred" from which models have video runs
+
+    @property
+    def inspector(self) -> tuple[str, ...]:
+        return self.text_llms if self.inspector_llms is None else self.inspector_llms
+
+    @property
+    def named(self) -> set[str]:
+        return set(self.text_llms) | set(self.vlms) | set(self.held_out) | set(self.inspector)
+
+    def role(self, model: str, vision_models: set[str]) -> str:
+        """held_out / panel_vlm / panel_llm / vlm / text_llm (the last two: in no panel)."""
+        if model in self.held_out:
+            return "held_out"
+        if model in self.vlms:
+            return "panel_vlm"
+        if model in self.text_llms:
+            return "panel_llm"
+        return "vlm" if model in vision_models else "text_llm"
+
+
+def _names(data: dict, key: str, path: Path) -> tuple[str, ...] | None:
+    value = data.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
+        raise PanelError(f"{path}: {key} must be a list of model names (as in pretrained=), got {value!r}")
+    names = tuple(v.strip() for v in value)
+    if len(set(names)) != len(names):
+        raise PanelError(f"{path}: {key} names a model twice")
+    return names
+
+
+def load_panel(path: str | Path) -> Panel:
+    """Read and check a panel file."""
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as e:
+        raise PanelError(f"{path}: cannot read the panel file ({e.strerror})") from e
+    except yaml.YAMLError as e:
+        raise PanelError(f"{path}: not valid YAML ({e})") from e
+    if not isinstance(data, dict):
+        raise PanelError(f"{path}: a panel file is a mapping with {', '.join(_LISTS)}")
+    unknown = sorted(set(data) - _KEYS)
+    if unknown:
+        raise PanelError(f"{path}: unknown key(s) {unknown}; allowed: {sorted(_KEYS)}")
+    lists = {key: _names(data, key, path) for key in _LISTS}
+    if not lists["text_llms"] and not lists["vlms"]:
+        raise PanelError(f"{path}: names neither text_llms nor vlms")
+    held_out = set(lists["held_out"] or ())
+    in_panels = (held_out & (set(lists["text_llms"] or ()) | set(lists["vlms"] or ())
+                             | set(lists["inspector_llms"] or ())))
+    if in_panels:
+        raise PanelError(f"{path}: held_out model(s) {sorted(in_panels)} also sit in a panel; a held-out model must "
+                         f"take part in no filtering decision")
+    tau = data.get("tau", DEFAULT_TAU)
+    if isinstance(tau, bool) or not isinstance(tau, (int, float)):
+        raise PanelError(f"{path}: tau must be a number, got {tau!r}")
+    hits = data.get("inspector_max_hits", DEFAULT_MAX_HITS)
+    if isinstance(hits, bool) or not isinstance(hits, int) or hits < 0:
+        raise PanelError(f"{path}: inspector_max_hits must be a non-negative integer, got {hits!r}")
+    return Panel(text_llms=lists["text_llms"] or (), vlms=lists["vlms"] or (), held_out=lists["held_out"] or (),
+                 inspector_llms=lists["inspector_llms"], inspector_max_hits=hits, tau=float(tau), source=str(path))
+
+
+def inferred_panel(models: list[str], vision_models: set[str]) -> Panel:
+    """The panel without a file: text-only models (blind runs only) form T, VLMs form V, none held out."""
+    return Panel(text_llms=tuple(m for m in models if m not in vision_models),
+                 vlms=tuple(m for m in models if m in vision_models))
+
+
+def check_panel(panel: Panel, models: list[str], vision_models: set[str]) -> None:
+    """Refuse a panel naming a model with no runs, or a panel VLM without video runs."""
+    absent = sorted(panel.named - set(models))
+    if absent:
+        raise PanelError(f"panel {panel.source}: no runs of {absent}; models found: {models} (names must match "
+                         f"pretrained= of model_args exactly)")
+    blind_only = sorted(set(panel.vlms) - vision_models)
+    if blind_only:
+        raise PanelError(f"panel {panel.source}: vlms {blind_only} have only blind runs; V(q) needs their video "
+                         f"runs too (list text-only models under text_llms)")
