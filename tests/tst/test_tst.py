@@ -184,3 +184,16 @@ def test_cli_errors_are_clear(fixture_env, tmp_path, caplog):
     assert code == 2 and not (tmp_path / "t" / "s_x.csv").exists()
     code = main(["tst", "--benchmark", "mmau", "--root", str(tmp_path / "missing"), "--out", str(tmp_path / "m")])
     assert code == 2
+
+
+def test_assign_folds_one_question_per_video():
+    """Singleton groups (MM-AU) take the plain stratified split: every stratum spread evenly over the folds."""
+    from visdep_metrics.tst import assign_folds
+
+    strata = np.repeat(["a", "b", "c"], [50, 30, 20])
+    fold = assign_folds(np.arange(100).astype(str), strata, 5, seed=0)
+    counts = pd.crosstab(fold, strata)
+    assert (counts["a"] == 10).all() and (counts["b"] == 6).all() and (counts["c"] == 4).all()
+    assert not np.array_equal(fold, assign_folds(np.arange(100).astype(str), strata, 5, seed=1))
+    with pytest.raises(ValueError, match="at least 5 videos"):
+        assign_folds(np.array(["v1", "v1", "v2", "v3", "v4", "v4"]), np.zeros(6).astype(str), 5, seed=0)
