@@ -1,0 +1,167 @@
+"""What `visdep_vlm` and `visdep_llm` share on the lmms-eval side: model arguments, device and
+ranks, and turning lmms-eval's loglikelihood requests into questions for the scoring core.
+
+lmms-eval's `multiple_choice` sends the K options of a document as K requests with the same
+context and visual; padding copies of data-parallel ranks repeat a real request. Requests are
+grouped by (task, split, doc_id, context), each distinct continuation is scored once, and every
+request gets the value of its own continuation, in input order.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import torch
+import torch.distributed as dist
+from accelerate import Accelerator
+from lmms_eval.api.model import lmms
+from loguru import logger
+
+from model_adapters.scoring import Question, score_questions
+
+# `from_pretrained` keywords passed through from --model_args (anything else is an error).
+MODEL_KEYWORDS = frozenset({"revision", "trust_remote_code", "gguf_file", "cache_dir", "local_files_only",
+                            "subfolder", "token", "use_safetensors", "variant", "low_cpu_mem_usage",
+                            "offload_folder"})
+# ... of those, the ones the tokenizer / processor takes too.
+PROCESSOR_KEYWORDS = frozenset({"revision", "trust_remote_code", "gguf_file", "cache_dir", "local_files_only",
+                                "subfolder", "token"})
+DTYPES = {"auto": "auto", "float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+
+
+@dataclass
+class QuestionRequest:
+    """One document's prompt as lmms-eval asks for it, with its distinct continuations."""
+
+    task: str
+    doc_id: int
+    context: str
+    visuals: list
+    qid: str
+    continuations: list[str] = field(default_factory=list)
+
+
+class ScoringAdapter(lmms):
+    """Base of the visdep adapters: loglikelihood only (`is_simple`), exact, shared-prefix scoring."""
+
+    is_simple = True
+    adapter_name = "visdep"
+    own_arguments: tuple[str, ...] = ()  # adapter-specific model_args, named in errors
+
+    def __init__(self, pretrained: str, dtype: str = "auto", device: str | None = None, device_map: str | None = None,
+                 batch_size: int | str = 1, attn_implementation: str | None = None,
+                 max_batch_size: int | None = None, **from_pretrained_kwargs) -> None:
+        super().__init__()
+        unknown = sorted(set(from_pretrained_kwargs) - MODEL_KEYWORDS)
+        if unknown:
+            raise ValueError(f"{self.adapter_name}: unknown model_args {unknown}; accepted: pretrained, dtype, device, "
+                             f"device_map, batch_size, attn_implementation, {', '.join(self.own_arguments)}"
+                             f"{', ' if self.own_arguments else ''}{', '.join(sorted(MODEL_KEYWORDS))}")
+        if max_batch_size is not None:
+            raise ValueError(f"{self.adapter_name}: max_batch_size (batch_size=auto) is not supported; "
+                             "give batch_size=N")
+        try:
+            self.batch_size_per_device = int(batch_size)
+        except ValueError:
+            raise ValueError(f"{self.adapter_name}: batch_size must be an integer, got {batch_size!r}") from None
+        if self.batch_size_per_device < 1:
+            raise ValueError(f"{self.adapter_name}: batch_size must be >= 1, got {batch_size!r}")
+        if str(dtype) not in DTYPES:
+            raise ValueError(f"{self.adapter_name}: dtype {dtype!r} not one of {', '.join(DTYPES)}")
+        self.pretrained = str(pretrained)
+        self.accelerator = Accelerator()  # lmms-eval's evaluator uses it for its collectives
+        if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+            # Data parallel (torchrun, or accelerate launch on GPUs): a full model per rank on the rank's
+            # own device. On CPU, accelerate reports one process even under torchrun: ask torch.distributed.
+            if device_map:
+                raise ValueError(f"{self.adapter_name}: device_map cannot be combined with several processes")
+            self._rank, self._world_size = dist.get_rank(), dist.get_world_size()
+            on_cpu = device == "cpu" or not torch.cuda.is_available()
+            self._device = torch.device("cpu" if on_cpu else f"cuda:{os.environ.get('LOCAL_RANK', '0')}")
+        else:
+            self._device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+        self.model_kwargs = dict(from_pretrained_kwargs, dtype=DTYPES[str(dtype)])
+        if attn_implementation:
+            self.model_kwargs["attn_implementation"] = attn_implementation
+        if device_map:
+            self.model_kwargs["device_map"] = device_map
+        self.processor_kwargs = {k: v for k, v in from_pretrained_kwargs.items() if k in PROCESSOR_KEYWORDS}
+        self._model = self.load_model()
+        if device_map:
+            self._device = next(self._model.parameters()).device
+        else:
+            self._model.to(self._device)
+        self._model.eval()
+        logger.info(f"{self.adapter_name}: {type(self._model).__name__} from {self.pretrained} on {self._device} "
+                    f"(rank {self.rank}/{self.world_size}, batch_size {self.batch_size_per_device})")
+
+    def load_model(self):
+        raise NotImplementedError
+
+    def build_questions(self, requests: Sequence[QuestionRequest]) -> list[Question]:
+        raise NotImplementedError
+
+    # lmms-eval reads these
+    @property
+    def model(self):
+        return self._model
+
+    @property
+    def device(self):
+        return self._device
+
+    @property
+    def batch_size(self) -> int:
+        return self.batch_size_per_device
+
+    def __repr__(self) -> str:  # keys lmms-eval's response cache
+        return f"{type(self).__name__}(pretrained={self.pretrained!r})"
+
+    def loglikelihood(self, requests) -> list[tuple[float, bool]]:
+        """(-sum log p(continuation | context), is_greedy) per request, in input order."""
+        by_key: dict[tuple, QuestionRequest] = {}
+        targets: list[tuple[tuple, int]] = []
+        for request in requests:
+            context, continuation, doc_to_visual, doc_id, task, split = request.args
+            key = (task, split, doc_id, context)
+            question = by_key.get(key)
+            if question is None:
+                doc = self.task_dict[task][split][doc_id]
+                qid = f"{task} doc {doc_id}" + (f" ({doc['question_id']})" if "question_id" in doc else "")
+                question = by_key[key] = QuestionRequest(task, doc_id, context, list(doc_to_visual(doc)), qid)
+            else:
+                doc = None
+            if callable(continuation):
+                continuation = continuation(self.task_dict[task][split][doc_id] if doc is None else doc)
+            if continuation not in question.continuations:
+                question.continuations.append(continuation)
+            targets.append((key, question.continuations.index(continuation)))
+        keys = list(by_key)
+        questions = self.build_questions([by_key[k] for k in keys])
+        scores = score_questions(self._model, questions, self.batch_size_per_device, self._device,
+                                 progress=self.rank == 0)
+        row = {k: i for i, k in enumerate(keys)}
+        self.after_scoring(len(keys))
+        return [scores[row[key]][option] for key, option in targets]
+
+    def after_scoring(self, n_questions: int) -> None:
+        """Hook for a summary log line."""
+
+    def generate_until(self, requests):
+        raise NotImplementedError(f"{self.adapter_name} scores options only (loglikelihood / multiple_choice tasks)")
+
+    def generate_until_multi_round(self, requests):
+        raise NotImplementedError(f"{self.adapter_name} scores options only (loglikelihood / multiple_choice tasks)")
+
+
+def continuation_tokens(tokenizer, prompt: str, continuations: Sequence[str], add_special_tokens: bool,
+                        ) -> tuple[list[int], list[list[int]]]:
+    """Context tokens and each continuation's tokens: tok(prompt + c) minus the first len(tok(prompt)).
+
+    Tokenising jointly keeps merges across the boundary as the model would see them (lm-eval's rule)."""
+    encoded = tokenizer([prompt] + [prompt + c for c in continuations],
+                        add_special_tokens=add_special_tokens)["input_ids"]
+    context = list(encoded[0])
+    return context, [list(ids[len(context):]) for ids in encoded[1:]]

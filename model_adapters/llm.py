@@ -1,0 +1,41 @@
+"""`visdep_llm`: any Hugging Face causal LM (Llama 3.1, Mistral, Qwen2.5, DeepSeek, GGUF files), text only.
+
+    lmms-eval --model visdep_llm --model_args pretrained=meta-llama/Llama-3.1-8B-Instruct \\
+        --tasks visdep_blind --log_samples --output_path runs/
+
+The task's prompt goes in one user turn of the model's chat template when it has one (then the
+template supplies BOS), else it is scored raw with the tokenizer's own special tokens.
+"""
+
+from __future__ import annotations
+
+from model_adapters.base import ScoringAdapter, continuation_tokens
+from model_adapters.scoring import Question
+
+
+class VisdepLLM(ScoringAdapter):
+    adapter_name = "visdep_llm"
+
+    def load_model(self):
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        self.tokenizer = AutoTokenizer.from_pretrained(self.pretrained, **self.processor_kwargs)
+        return AutoModelForCausalLM.from_pretrained(self.pretrained, **self.model_kwargs)
+
+    def prompt(self, context: str) -> tuple[str, bool]:
+        """(text to score after, whether the tokenizer must add its special tokens)."""
+        if self.tokenizer.chat_template:
+            messages = [{"role": "user", "content": context}]
+            return self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False), False
+        return context, True
+
+    def build_questions(self, requests) -> list[Question]:
+        questions = []
+        for r in requests:
+            if r.visuals:
+                raise ValueError(f"{r.qid}: visdep_llm is text-only but task {r.task!r} gives it {r.visuals!r}; "
+                                 "run the blind task")
+            prompt, special = self.prompt(r.context)
+            context, continuations = continuation_tokens(self.tokenizer, prompt, r.continuations, special)
+            questions.append(Question(r.qid, None, context, continuations))
+        return questions

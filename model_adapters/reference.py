@@ -1,0 +1,56 @@
+"""The naive reference the adapters are checked and timed against: one full forward per option.
+
+No cache, no batching, no shared prefix: for each option the processor encodes the whole
+chat-templated prompt + option (with the video, if any) and the model runs it from the first
+token; the loss sums -log p over the tokens after the encoded prompt alone (the lm-eval rule).
+This is what lmms-eval's own adapters do per request, minus their re-decoding of the video.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+
+
+def _messages(context: str, with_video: bool) -> list[dict]:
+    content = ([{"type": "video"}] if with_video else []) + [{"type": "text", "text": context}]
+    return [{"role": "user", "content": content}]
+
+
+def reference_prompt(processor, context: str, with_video: bool) -> tuple[str, bool]:
+    """(chat-templated prompt, whether the tokenizer adds its special tokens) for a VLM processor
+    or a causal LM tokenizer; a tokenizer without chat template scores the raw context."""
+    if hasattr(processor, "tokenizer"):
+        return processor.apply_chat_template(_messages(context, with_video), add_generation_prompt=True,
+                                             tokenize=False), False
+    if processor.chat_template:
+        return processor.apply_chat_template([{"role": "user", "content": context}], add_generation_prompt=True,
+                                             tokenize=False), False
+    return context, True
+
+
+def reference_inputs(model, processor, text: str, add_special_tokens: bool, frames: np.ndarray | None) -> dict:
+    """The processor's full encoding of `text` (with the video expanded), on the model's device and dtype."""
+    kwargs = {"videos": [frames]} if frames is not None else {}
+    enc = processor(text=[text], return_tensors="pt", add_special_tokens=add_special_tokens, **kwargs)
+    return {k: v.to(model.device, dtype=model.dtype if v.is_floating_point() else None) for k, v in enc.items()}
+
+
+@torch.inference_mode()
+def naive_option_scores(model, processor, context: str, continuations: Sequence[str],
+                        frames: np.ndarray | None = None) -> list[tuple[float, bool]]:
+    """(-sum log p(option | prompt), is_greedy) per option for a VLM (`processor` a multimodal
+    processor) or a causal LM (`processor` a tokenizer; `frames` must be None)."""
+    prompt, special = reference_prompt(processor, context, frames is not None)
+    n_context = reference_inputs(model, processor, prompt, special, frames)["input_ids"].shape[1]
+    scores = []
+    for continuation in continuations:
+        inputs = reference_inputs(model, processor, prompt + continuation, special, frames)
+        logits = model(**inputs).logits[0].float()
+        target = inputs["input_ids"][0, n_context:]
+        dist = torch.log_softmax(logits[n_context - 1: -1], dim=-1)
+        logprob = dist.gather(-1, target[:, None]).sum().item()
+        scores.append((-logprob, bool((dist.argmax(-1) == target).all())))
+    return scores

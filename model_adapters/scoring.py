@@ -1,0 +1,202 @@
+"""The scoring core shared by `visdep_vlm` and `visdep_llm`: exact option log-likelihoods, prefix once.
+
+A question is a token sequence in three parts, each run once and reused through its key/value cache:
+
+    prefix (shared by the questions of one video)  ->  tail (the question's own prompt text)  ->  continuations
+
+1. prefix: the chat-templated prompt up to the end of the video (system turn, user header, frames),
+   run once per video at batch 1; empty for text-only prompts.
+2. tails: the rest of each question's prompt (question, options, instruction, assistant header),
+   up to `batch_size` questions of one prefix per forward, right-padded, on copies of the prefix cache.
+   The logits at each tail's last token predict every option's first token.
+3. continuations: an option of n tokens needs n - 1 more positions (the logits of its last token are
+   never used), up to `batch_size` options per forward on copies of their question's cache. A
+   one-token option (letter scoring) needs no forward at all.
+
+Padding sits at the end of a row and is masked for later rows, and position ids are explicit, so
+every scored token sees exactly the tokens before it in its own sequence: the result equals one
+full forward per option up to float rounding.
+
+For option tokens c_1..c_n after context x:  loss = -sum_j log p(c_j | x, c_<j),
+is_greedy = all_j argmax p(. | x, c_<j) == c_j  (logits at position t predict the token at t + 1).
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Callable, Hashable, Iterator, Sequence
+from dataclasses import dataclass
+
+import torch
+from tqdm import tqdm
+
+
+class ScoringError(RuntimeError):
+    """Scoring could not produce a finite log-likelihood; the message names the question."""
+
+
+class OutOfMemory(RuntimeError):
+    """The model did not fit; the message says which smaller setting to try."""
+
+
+@dataclass(frozen=True)
+class Prefix:
+    """The shared start of some questions. `build()` -> (model inputs at batch 1 including
+    `input_ids` and `position_ids`, position of the first token after the prefix)."""
+
+    key: Hashable
+    build: Callable[[], tuple[dict, int]]
+
+
+@dataclass
+class Question:
+    qid: str  # named in errors
+    prefix: Prefix | None
+    tail: list[int]  # context tokens after the prefix
+    continuations: list[list[int]]  # tokens of each option
+
+
+@dataclass
+class _Branch:
+    """A cache and the state a next forward continues from, one row per sequence."""
+
+    cache: object | None  # transformers Cache, or None before any token
+    mask: torch.Tensor  # (rows, cached length): 0 for padding
+    next_position: torch.Tensor  # (rows,)
+
+
+def fork_cache(cache, rows: torch.Tensor):
+    """A cache holding the given batch rows of `cache`; `cache` itself is left as it was.
+
+    Cache layers grow by `torch.cat` into new tensors, so copies of the layer objects may share
+    the old tensors safely."""
+    forked = copy.copy(cache)
+    forked.layers = [copy.copy(layer) for layer in cache.layers]
+    forked.batch_select_indices(rows)
+    return forked
+
+
+def _pad(rows: Sequence[Sequence[int]], device) -> tuple[torch.Tensor, torch.Tensor]:
+    width = max(len(r) for r in rows)
+    ids = torch.zeros(len(rows), width, dtype=torch.long)
+    mask = torch.zeros(len(rows), width, dtype=torch.long)
+    for i, r in enumerate(rows):
+        ids[i, : len(r)] = torch.tensor(r, dtype=torch.long)
+        mask[i, : len(r)] = 1
+    return ids.to(device), mask.to(device)
+
+
+def _extend(model, branch: _Branch, rows: torch.Tensor, tokens: Sequence[Sequence[int]], logits_to_keep=0):
+    """Run right-padded `tokens` after the given rows of `branch`; return (logits, new branch)."""
+    device = branch.mask.device
+    ids, new_mask = _pad(tokens, device)
+    width = ids.shape[1]
+    cache = None if branch.cache is None else fork_cache(branch.cache, rows)
+    mask = torch.cat([branch.mask[rows], new_mask], dim=1)
+    start = branch.next_position[rows]
+    positions = start[:, None] + torch.arange(width, device=device)[None]
+    out = model(input_ids=ids, attention_mask=mask, position_ids=positions, cache=cache, use_cache=True,
+                logits_to_keep=logits_to_keep)
+    lengths = new_mask.sum(dim=1)
+    return out.logits, _Branch(out.cache, mask, start + lengths)
+
+
+def _prefix_branch(model, prefix: Prefix | None, device) -> _Branch:
+    if prefix is None:
+        return _Branch(None, torch.zeros(1, 0, dtype=torch.long, device=device),
+                       torch.zeros(1, dtype=torch.long, device=device))
+    inputs, next_position = prefix.build()
+    length = inputs["input_ids"].shape[1]
+    # Only the cache is needed: the tails' logits predict the options.
+    out = model(**inputs, use_cache=True, logits_to_keep=1)
+    return _Branch(out.cache, torch.ones(1, length, dtype=torch.long, device=device),
+                   torch.tensor([next_position], device=device))
+
+
+def _chunks(items: Sequence, size: int) -> Iterator[Sequence]:
+    for start in range(0, len(items), size):
+        yield items[start:start + size]
+
+
+def _score_chunk(model, prefix_branch: _Branch, questions: Sequence[Question], batch_size: int):
+    """(loss, is_greedy) for every option of `questions`, which share `prefix_branch`."""
+    device = prefix_branch.mask.device
+    for q in questions:
+        if not q.tail:
+            raise ScoringError(f"question {q.qid}: no prompt text after the shared prefix")
+        if not q.continuations or any(not c for c in q.continuations):
+            raise ScoringError(f"question {q.qid}: an option has no tokens after the context")
+    # 2. tails: keep only the logits at each row's last real token
+    last = [len(q.tail) - 1 for q in questions]
+    keep = sorted(set(last))
+    logits, branch = _extend(model, prefix_branch, torch.zeros(len(questions), dtype=torch.long, device=device),
+                             [q.tail for q in questions], logits_to_keep=torch.tensor(keep, device=device))
+    column = [keep.index(i) for i in last]
+    first = torch.log_softmax(logits[torch.arange(len(questions)), column].float(), dim=-1)  # (B, vocab)
+
+    # 3. continuations longer than one token
+    rows = [(b, k) for b, q in enumerate(questions) for k, c in enumerate(q.continuations) if len(c) > 1]
+    later: dict[tuple[int, int], torch.Tensor] = {}
+    for part in _chunks(rows, batch_size):
+        index = torch.tensor([b for b, _ in part], device=device)
+        out, _ = _extend(model, branch, index, [questions[b].continuations[k][:-1] for b, k in part])
+        logprobs = torch.log_softmax(out.float(), dim=-1)
+        for i, (b, k) in enumerate(part):
+            later[b, k] = logprobs[i, : len(questions[b].continuations[k]) - 1]
+
+    results = []
+    for b, q in enumerate(questions):
+        scores = []
+        for k, tokens in enumerate(q.continuations):
+            target = torch.tensor(tokens, device=device)
+            dist = first[b][None] if len(tokens) == 1 else torch.cat([first[b][None], later[b, k]])
+            token_logprobs = dist.gather(-1, target[:, None])[:, 0]
+            total = float(token_logprobs.sum())
+            if not math.isfinite(total):
+                raise ScoringError(f"question {q.qid}: log-likelihood of option {k} is {total} (not finite); "
+                                   "try dtype=float32")
+            scores.append((-total, bool((dist.argmax(dim=-1) == target).all())))
+        results.append(scores)
+    return results
+
+
+def _is_oom(error: BaseException) -> bool:
+    if isinstance(error, torch.OutOfMemoryError):
+        return True
+    text = str(error)
+    return isinstance(error, RuntimeError) and ("out of memory" in text or "can't allocate memory" in text)
+
+
+def score_questions(model, questions: Sequence[Question], batch_size: int, device, progress: bool = True,
+                    ) -> list[list[tuple[float, bool]]]:
+    """(loss, is_greedy) per option of every question, in the order given.
+
+    Questions with the same prefix key share one prefix forward; they are scored `batch_size` at a time."""
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    groups: dict[Hashable, list[int]] = {}
+    for i, q in enumerate(questions):
+        groups.setdefault(None if q.prefix is None else q.prefix.key, []).append(i)
+    results: list[list[tuple[float, bool]] | None] = [None] * len(questions)
+    bar = tqdm(total=len(questions), desc="visdep scoring", unit="question", disable=not progress)
+    with torch.inference_mode():
+        for members in groups.values():
+            current = questions[members[0]]
+            try:
+                branch = _prefix_branch(model, current.prefix, device)
+                for part in _chunks(members, batch_size):
+                    current = questions[part[0]]
+                    scored = _score_chunk(model, branch, [questions[i] for i in part], batch_size)
+                    for i, scores in zip(part, scored, strict=True):
+                        results[i] = scores
+                    bar.update(len(part))
+            except Exception as e:
+                if not _is_oom(e):
+                    raise
+                hint = (f"batch_size={batch_size // 2}" if batch_size > 1
+                        else "fewer frames (max_frames), dtype=bfloat16, or device_map=auto over several GPUs")
+                raise OutOfMemory(f"out of memory scoring question {current.qid} with batch_size={batch_size} "
+                                  f"on {device}: try {hint}") from e
+    bar.close()
+    return results

@@ -1,0 +1,87 @@
+"""`visdep_vlm`: Hugging Face vision-language models (Qwen2-VL, Qwen2.5-VL, HF-native InternVL, LLaVA-OneVision).
+
+    lmms-eval --model visdep_vlm --model_args pretrained=Qwen/Qwen2.5-VL-7B-Instruct,max_frames=16 \\
+        --tasks visdep_blind,visdep_video --log_samples --output_path runs/
+
+The user turn holds the video (frames sampled uniformly, `max_frames`) and then the task's
+prompt; the model's own chat template adds the assistant header, after which each option is
+scored. Blind tasks send the same messages without the video.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+
+from loguru import logger
+
+from model_adapters.base import ScoringAdapter, continuation_tokens
+from model_adapters.families import family_of, prefix_positions
+from model_adapters.frames import FrameSource
+from model_adapters.scoring import Prefix, Question, ScoringError
+
+
+def user_message(context: str, with_video: bool) -> list[dict]:
+    """The one user turn: the video first, then the text (the project's prompt contract)."""
+    content = ([{"type": "video"}] if with_video else []) + [{"type": "text", "text": context}]
+    return [{"role": "user", "content": content}]
+
+
+class VisdepVLM(ScoringAdapter):
+    adapter_name = "visdep_vlm"
+    own_arguments = ("max_frames",)
+
+    def __init__(self, pretrained: str, max_frames: int = 16, **kwargs) -> None:
+        self.frames = FrameSource(int(max_frames))
+        super().__init__(pretrained, **kwargs)
+        self.family = family_of(self._model.config)
+
+    def load_model(self):
+        from transformers import AutoModelForImageTextToText, AutoProcessor
+
+        self.processor = AutoProcessor.from_pretrained(self.pretrained, **self.processor_kwargs)
+        self.tokenizer = self.processor.tokenizer
+        return AutoModelForImageTextToText.from_pretrained(self.pretrained, **self.model_kwargs)
+
+    def __repr__(self) -> str:
+        return f"VisdepVLM(pretrained={self.pretrained!r}, max_frames={self.frames.max_frames})"
+
+    def _prefix_inputs(self, video: str, prefix_text: str) -> tuple[dict, int]:
+        """Model inputs of the prompt up to the end of the video; the video is decoded here (cached)."""
+        inputs = self.processor(text=[prefix_text], videos=[self.frames(video)], return_tensors="pt",
+                                add_special_tokens=False)
+        dtype = self._model.dtype
+        inputs = {k: v.to(self._device, dtype=dtype if v.is_floating_point() else None) for k, v in inputs.items()}
+        positions, next_position = prefix_positions(self.family, self._model, inputs)
+        inputs["position_ids"] = positions
+        return inputs, next_position
+
+    def build_questions(self, requests) -> list[Question]:
+        questions = []
+        for r in requests:
+            if len(r.visuals) > 1 or any(not isinstance(v, str) for v in r.visuals):
+                raise ValueError(f"{r.qid}: visdep_vlm takes one video path per question, got {r.visuals!r}")
+            video = r.visuals[0] if r.visuals else None
+            prompt = self.processor.apply_chat_template(user_message(r.context, video is not None),
+                                                        add_generation_prompt=True, tokenize=False)
+            context, continuations = continuation_tokens(self.tokenizer, prompt, r.continuations, False)
+            prefix, tail = None, context
+            if video is not None:
+                end = prompt.rfind(self.family.video_end)
+                if end < 0:
+                    raise ScoringError(f"{r.qid}: the chat template of {self.pretrained} did not place the video "
+                                       f"marker {self.family.video_end!r} in {prompt!r}")
+                prefix_text = prompt[: end + len(self.family.video_end)]
+                prefix_ids = self.tokenizer(prefix_text, add_special_tokens=False)["input_ids"]
+                if context[: len(prefix_ids)] != prefix_ids:
+                    raise ScoringError(f"{r.qid}: cutting the prompt after {self.family.video_end!r} changes its "
+                                       "tokens; the video prefix cannot be shared")
+                prefix = Prefix((video, prefix_text), partial(self._prefix_inputs, video, prefix_text))
+                tail = context[len(prefix_ids):]
+            questions.append(Question(r.qid, prefix, tail, continuations))
+        return questions
+
+    def after_scoring(self, n_questions: int) -> None:
+        decodes = self.frames.decodes
+        logger.info(f"visdep_vlm rank {self.rank}: {n_questions} questions scored; {len(decodes)} videos, "
+                    f"{sum(decodes.values())} decodes")
+

@@ -1,0 +1,148 @@
+"""The adapters against the naive reference: one full forward per option, no cache, no batching.
+
+Every family, blind and video, letter and option scoring, on the synthetic benchmarks: seven
+VRU-Accident questions (six share one mp4, so the video prefix and the batching of questions are
+exercised) and three MM-AU questions (jpg and png frame folders, five multi-token options)."""
+
+from __future__ import annotations
+
+from functools import cache
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from lmms_eval_tasks import tasks
+from lmms_eval_tasks.loaders import load_benchmark
+from model_adapters.frames import read_frames
+from model_adapters.reference import naive_option_scores, reference_inputs, reference_prompt
+from model_adapters.tiny import LLM_KINDS, VLM_KINDS
+from tests.adapters.conftest import make_adapter, requests_for
+
+TOLERANCE = 1e-4
+MAX_FRAMES = 8
+CASES = ([(k, mode, s) for k in VLM_KINDS for mode in ("video", "blind") for s in ("letter", "option")]
+         + [(k, "blind", s) for k in LLM_KINDS for s in ("letter", "option")])
+
+
+@pytest.fixture(scope="module")
+def adapter_of(tiny_models):
+    @cache
+    def get(kind: str):
+        extra = {"max_frames": MAX_FRAMES} if kind in VLM_KINDS else {}
+        return make_adapter(kind, tiny_models[kind], batch_size=4, **extra)
+
+    return get
+
+
+def questions() -> list[dict]:
+    vru, mmau = load_benchmark("vru_accident"), load_benchmark("mmau")
+    return vru[:7] + mmau[:2] + mmau[-1:]
+
+
+def naive_scores(adapter, docs: list[dict], video: bool) -> list[tuple[float, bool]]:
+    processor = getattr(adapter, "processor", adapter.tokenizer)
+    out = []
+    for doc in docs:
+        frames = read_frames(Path(tasks.doc_to_visual_video(doc)[0]), MAX_FRAMES) if video else None
+        out += naive_option_scores(adapter.model, processor, tasks.doc_to_text(doc), tasks.doc_to_choice(doc), frames)
+    return out
+
+
+def assert_same(got, expected):
+    assert len(got) == len(expected)
+    losses, ref = np.array([g[0] for g in got]), np.array([e[0] for e in expected])
+    np.testing.assert_allclose(losses, ref, rtol=0, atol=TOLERANCE)
+    assert [g[1] for g in got] == [e[1] for e in expected]
+
+
+@pytest.mark.parametrize("kind,mode,scoring", CASES)
+def test_adapter_equals_naive_reference(adapter_of, benchmark_env, monkeypatch, kind, mode, scoring):
+    monkeypatch.setenv("VISDEP_SCORING", scoring)
+    adapter = adapter_of(kind)
+    docs = questions()
+    video = mode == "video"
+    got = adapter.loglikelihood(requests_for(adapter, docs, video))
+    assert_same(got, naive_scores(adapter, docs, video))
+    assert all(np.isfinite(g[0]) and g[0] > 0 for g in got)
+
+
+def test_unbatched_equals_batched(adapter_of, benchmark_env, monkeypatch):
+    monkeypatch.setenv("VISDEP_SCORING", "option")
+    adapter = adapter_of("qwen2_5_vl")
+    docs = questions()
+    batched = adapter.loglikelihood(requests_for(adapter, docs, True))
+    adapter.batch_size_per_device = 1
+    try:
+        single = adapter.loglikelihood(requests_for(adapter, docs, True))
+    finally:
+        adapter.batch_size_per_device = 4
+    np.testing.assert_allclose([s[0] for s in single], [b[0] for b in batched], rtol=0, atol=1e-5)
+
+
+def count_forwards(model) -> list[int]:
+    calls = [0]
+    model.register_forward_hook(lambda *_: calls.__setitem__(0, calls[0] + 1))
+    return calls
+
+
+def test_shared_prefix_and_one_decode_per_video(tiny_models, benchmark_env):
+    """Letter scoring of 7 questions over 2 videos at batch_size 4: 2 prefix forwards + 3 tail
+    forwards, no option forward; each video decoded once; padding copies and shuffled input order
+    change nothing."""
+    adapter = make_adapter("qwen2_5_vl", tiny_models["qwen2_5_vl"], batch_size=4, max_frames=MAX_FRAMES)
+    calls = count_forwards(adapter.model)
+    docs = load_benchmark("vru_accident")[:7]
+    requests = requests_for(adapter, docs, True)
+    first = adapter.loglikelihood(requests)
+    assert calls[0] == 2 + 2 + 1
+    videos = {tasks.doc_to_visual_video(d)[0] for d in docs}
+    assert dict(adapter.frames.decodes) == {v: 1 for v in videos}
+
+    order = np.random.default_rng(0).permutation(len(requests))
+    pad = requests[-1].__class__(**{**vars(requests[-1]), "metadata": {**requests[-1].metadata,
+                                                                        "__padding_only__": True}})
+    shuffled = [requests[i] for i in order] + [pad, pad]
+    again = adapter.loglikelihood(shuffled)
+    # Shuffling regroups the questions into other batches: equal up to float rounding.
+    assert_same(again[: len(order)], [first[i] for i in order])
+    assert again[-2:] == [again[list(order).index(len(requests) - 1)]] * 2
+    assert dict(adapter.frames.decodes) == {v: 1 for v in videos}, "the frame cache must serve the second call"
+
+
+def test_letters_are_the_first_assistant_token(adapter_of, benchmark_env):
+    adapter = adapter_of("qwen2_5_vl")
+    doc = load_benchmark("vru_accident")[0]
+    [question] = adapter.build_questions([_request(adapter, doc, ["A", "B"], video=True)])
+    header = adapter.tokenizer("<|im_start|>assistant\n", add_special_tokens=False)["input_ids"]
+    assert question.tail[-len(header):] == header
+    assert question.continuations == [[adapter.tokenizer.convert_tokens_to_ids(c)] for c in "AB"]
+
+
+def _request(adapter, doc, continuations, video):
+    from model_adapters.base import QuestionRequest
+
+    visuals = tasks.doc_to_visual_video(doc) if video else []
+    return QuestionRequest("t", 0, tasks.doc_to_text(doc), visuals, doc["question_id"], list(continuations))
+
+
+@pytest.mark.parametrize("kind", ["qwen2", "qwen2_5_vl"])
+def test_is_greedy_true_for_the_greedy_continuation(adapter_of, benchmark_env, kind):
+    """A continuation made of the model's own greedy tokens (from `generate`) is greedy; changing
+    its last token makes it not greedy."""
+    adapter = adapter_of(kind)
+    doc = load_benchmark("vru_accident")[0]
+    video = kind in VLM_KINDS
+    processor = getattr(adapter, "processor", adapter.tokenizer)
+    frames = read_frames(Path(tasks.doc_to_visual_video(doc)[0]), MAX_FRAMES) if video else None
+    prompt, special = reference_prompt(processor, tasks.doc_to_text(doc), video)
+    inputs = reference_inputs(adapter.model, processor, prompt, special, frames)
+    generated = adapter.model.generate(**inputs, max_new_tokens=3, do_sample=False, min_new_tokens=3)
+    greedy = generated[0, inputs["input_ids"].shape[1]:].tolist()
+    text = adapter.tokenizer.decode(greedy)
+    [check] = adapter.build_questions([_request(adapter, doc, [text], video)])
+    assert check.continuations == [greedy], "pick a document whose greedy tokens survive decoding"
+    wrong = adapter.tokenizer.decode(greedy[:-1] + [adapter.tokenizer.convert_tokens_to_ids("A")])
+    got = adapter.loglikelihood(requests_for(adapter, [doc], video, choices=lambda d: [text, wrong]))
+    assert [g[1] for g in got] == [True, False]
+    assert_same(got, naive_option_scores(adapter.model, processor, tasks.doc_to_text(doc), [text, wrong], frames))
