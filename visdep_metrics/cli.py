@@ -12,9 +12,10 @@ import sys
 
 # Modules that provide subcommands, in the order `visdep --help` lists them.
 COMMAND_MODULES = [
-    "lmms_eval_tasks.cli",
-    "visdep_metrics.tst_cli",
     "visdep_metrics.audit_cli",
+    "visdep_metrics.demo",
+    "visdep_metrics.tst_cli",
+    "lmms_eval_tasks.cli",
 ]
 
 
