@@ -13,6 +13,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("tst", help="train-on-the-test-set stress test: k-fold random forest on the benchmark's text "
                                    "only; writes OUT/s_x.csv and OUT/summary.json")
     _add_common(p)
+    p.add_argument("--method", choices=["rf", "llm"], default="rf",
+                   help="rf: random forest on hand-made features (default); llm: LoRA fine-tuning of --model per fold")
+    llm = p.add_argument_group("TsT-LLM (--method llm; defaults = the paper's GPU setting)")
+    llm.add_argument("--model", help="causal LM checkpoint folder")
+    llm.add_argument("--gguf-file", default=None, help="a .gguf file inside --model")
+    llm.add_argument("--epochs", type=int, default=3)
+    llm.add_argument("--learning-rate", type=float, default=5e-5)
+    llm.add_argument("--batch-size", type=int, default=32)
+    llm.add_argument("--lora-r", type=int, default=128)
+    llm.add_argument("--lora-alpha", type=int, default=256)
+    llm.add_argument("--device", default="auto", help="auto (cuda if available), cpu, cuda, cuda:1, ...")
     p.set_defaults(func=_tst)
 
     p = sub.add_parser("ibp", help="Iterative Bias Pruning: repeatedly remove the highest-s(x) batch and re-run the "
@@ -59,7 +70,10 @@ def _tst(args) -> int:
     if records is None:
         return 2
     try:
-        result = run_tst(records, _config(args), args.benchmark)
+        if args.method == "llm":
+            result = _run_llm(args, records)
+        else:
+            result = run_tst(records, _config(args), args.benchmark)
     except ValueError as e:  # e.g. fewer videos than folds
         logger.error(f"{args.benchmark}: {e}")
         return 2
@@ -67,6 +81,17 @@ def _tst(args) -> int:
     print(format_summary(result.summary))
     print("wrote " + ", ".join(str(p) for p in paths))
     return 0
+
+
+def _run_llm(args, records):
+    from visdep_metrics.tst_llm import LlmTstConfig, run_tst_llm
+
+    if not args.model:
+        raise ValueError("--method llm needs --model (a causal LM checkpoint folder)")
+    config = LlmTstConfig(model=args.model, gguf_file=args.gguf_file, folds=args.folds, seed=args.seed,
+                          epochs=args.epochs, learning_rate=args.learning_rate, batch_size=args.batch_size,
+                          lora_r=args.lora_r, lora_alpha=args.lora_alpha, device=args.device)
+    return run_tst_llm(records, config, args.benchmark)
 
 
 def _ibp(args) -> int:
