@@ -100,8 +100,12 @@ def run_tst_llm(records: Sequence[dict], config: LlmTstConfig, benchmark: str | 
                 progress: bool = True) -> TstResult:
     """k-fold TsT-LLM (see the module docstring); the same outputs as `visdep_metrics.tst.run_tst`."""
     import torch
-    from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM, AutoTokenizer, get_cosine_schedule_with_warmup
+
+    try:
+        from peft import LoraConfig, get_peft_model
+    except ImportError as e:
+        raise ImportError("TsT-LLM needs the peft package: pip install 'peft>=0.13'") from e
 
     records = list(records)
     benchmark = benchmark or records[0]["benchmark"]
