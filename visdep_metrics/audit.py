@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import time
 import zlib
 from dataclasses import dataclass, field
 
@@ -65,7 +66,7 @@ class Audit:
 
 
 def _rng(seed: int, *key: str) -> np.random.Generator:
-    """One generator per summary group, so a group's interval does not depend on which others exist."""
+    """One generator per benchmark, so its intervals do not depend on which other benchmarks were audited."""
     return np.random.default_rng([seed, zlib.crc32("/".join(key).encode())])
 
 
@@ -112,33 +113,33 @@ def _summary_rows(bench: BenchmarkResults, scores: pd.DataFrame, roles: dict[str
     if scores["grounded"].notna().all() and scores["grounded"].any():
         subsets["grounded"] = scores["grounded"].to_numpy(dtype=bool)
     categories = sorted(scores["category"].dropna().unique())
+    groups = [(subset, category, in_subset & (True if category == ALL else (scores["category"] == category).to_numpy()))
+              for subset, in_subset in subsets.items() for category in [ALL] + categories]
+    groups = [(subset, category, keep) for subset, category, keep in groups if keep.any()]
+    # Per-question values whose means are the metrics; one resampling of the benchmark's questions serves every
+    # row and group, which makes the VG interval paired.
     all_rows, video_rows = np.arange(len(bench.models)), np.flatnonzero(bench.has_video)
+    cb, cv = bench.correct_blind, bench.correct_video[video_rows]
+    blocks = (("acc_blind", all_rows, cb), ("blind_gap", all_rows, cb - 1.0 / k),
+              ("acc_video", video_rows, cv), ("visual_gain", video_rows, cv - cb[video_rows]))
+    low, high = bootstrap_mean_intervals(np.concatenate([values for _, _, values in blocks]),
+                                         np.stack([keep for _, _, keep in groups]), n_resamples, confidence_level,
+                                         _rng(seed, bench.benchmark))
     rows = []
-    for subset, in_subset in subsets.items():
-        groups = [(ALL, in_subset)] + [(c, in_subset & (scores["category"] == c).to_numpy()) for c in categories]
-        for category, keep in groups:
-            if not keep.any():
-                continue
-            d = subset_diagnostics(keep, bench.correct_blind, bench.correct_video, k)
-            # Per-question values whose means are the metrics: one resampling of questions serves them all,
-            # which makes the VG interval paired.
-            cb, cv = bench.correct_blind[:, keep], bench.correct_video[video_rows][:, keep]
-            blocks = (("acc_blind", all_rows, cb), ("blind_gap", all_rows, cb - 1.0 / k[keep]),
-                      ("acc_video", video_rows, cv), ("visual_gain", video_rows, cv - cb[video_rows]))
-            low, high = bootstrap_mean_intervals(np.concatenate([values for _, _, values in blocks]), n_resamples,
-                                                 confidence_level, _rng(seed, bench.benchmark, subset, category))
-            bounds = {name: np.full((2, len(bench.models)), np.nan) for name in METRICS}
-            start = 0
-            for name, model_rows, _ in blocks:
-                bounds[name][:, model_rows] = low[start:start + len(model_rows)], high[start:start + len(model_rows)]
-                start += len(model_rows)
-            for i, model in enumerate(bench.models):
-                row = {"model": model, "role": roles[model], "benchmark": bench.benchmark, "subset": subset,
-                       "category": category, "n": int(d["n"][i]), "chance": d["chance"][i]}
-                for name in METRICS:
-                    row[name] = d[name][i]
-                    row[f"{name}_lo"], row[f"{name}_hi"] = bounds[name][0][i], bounds[name][1][i]
-                rows.append(row)
+    for g, (subset, category, keep) in enumerate(groups):
+        d = subset_diagnostics(keep, bench.correct_blind, bench.correct_video, k)
+        bounds = {name: np.full((2, len(bench.models)), np.nan) for name in METRICS}
+        start = 0
+        for name, model_rows, _ in blocks:
+            bounds[name][:, model_rows] = low[g, start:start + len(model_rows)], high[g, start:start + len(model_rows)]
+            start += len(model_rows)
+        for i, model in enumerate(bench.models):
+            row = {"model": model, "role": roles[model], "benchmark": bench.benchmark, "subset": subset,
+                   "category": category, "n": int(d["n"][i]), "chance": d["chance"][i]}
+            for name in METRICS:
+                row[name] = d[name][i]
+                row[f"{name}_lo"], row[f"{name}_hi"] = bounds[name][0][i], bounds[name][1][i]
+            rows.append(row)
     return rows
 
 
@@ -197,7 +198,10 @@ def run_audit(run_dirs, panel_path=None, tau: float | None = None, max_hits: int
                              f"{folder}")
         stress_tests[test.benchmark] = test
     panel = load_panel(panel_path) if panel_path else None
+    started = time.perf_counter()
     runs = load_runs(run_dirs)
+    logger.info(f"read {len(runs.used)} samples file(s) in {time.perf_counter() - started:.1f} s")
+    started = time.perf_counter()
     models, vision = runs.models, runs.vision_models
     if panel is None:
         panel = inferred_panel(models, vision)
@@ -236,6 +240,7 @@ def run_audit(run_dirs, panel_path=None, tau: float | None = None, max_hits: int
     questions_table = questions_table[[c for c in question_columns if c in questions_table.columns]]
     for note in notes:
         logger.warning(note)
+    logger.info(f"computed the diagnostics, intervals, filters and sweeps in {time.perf_counter() - started:.1f} s")
     return Audit(runs=runs, panel=panel, tau=tau, max_hits=max_hits, n_resamples=n_resamples,
                  confidence_level=confidence_level, seed=seed, roles=roles,
                  summary=_percent(pd.DataFrame(summary)), questions=questions_table,

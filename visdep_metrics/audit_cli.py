@@ -18,7 +18,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Read lmms-eval output folders (--log_samples runs of the <bench>_blind / <bench>_video tasks) "
                     "and write summary.csv, questions.csv, filters.csv, sweep.csv, report.md, plots and the "
                     "grounded task YAMLs (OUT/tasks, for lmms-eval --include_path).")
-    p.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="lmms-eval --output_path folders (any nesting)")
+    p.add_argument("run_dirs", nargs="+", metavar="RUN_DIR",
+                   help="lmms-eval --output_path folders (any nesting); put them before --tst")
     p.add_argument("--out", required=True, help="output folder (new, empty, or an earlier audit's, which is replaced)")
     p.add_argument("--panel", help="panel YAML (configs/panels/paper.yaml); default: text-only models form T, "
                                    "VLMs form V")
@@ -26,9 +27,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-hits", type=int, help="LLM-Inspector drops a question answered correctly by more than "
                                                 "this many LLMs (default: the panel's, else 1)")
     p.add_argument("--tst", nargs="+", default=[], metavar="DIR", help="`visdep tst` output folders to join")
-    p.add_argument("--n-resamples", type=int, default=1000, help="bootstrap resamples (default 1000)")
+    p.add_argument("--n-resamples", type=_positive_int, default=1000, help="bootstrap resamples (default 1000)")
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
     p.set_defaults(func=_audit)
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
 
 
 def _audit(args) -> int:

@@ -24,6 +24,8 @@ import ast
 import glob
 import json
 import math
+import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -229,8 +231,10 @@ class _NeedsCarefulRead(Exception):
 
 def _read_fast(path: Path) -> _Columns:
     try:
-        table = pa_json.read_json(path, parse_options=pa_json.ParseOptions(
-            explicit_schema=_SAMPLE_SCHEMA, unexpected_field_behavior="ignore"))
+        # One thread per file: `load_runs` reads several files at once.
+        table = pa_json.read_json(path, read_options=pa_json.ReadOptions(use_threads=False),
+                                  parse_options=pa_json.ParseOptions(explicit_schema=_SAMPLE_SCHEMA,
+                                                                     unexpected_field_behavior="ignore"))
     except (pa.ArrowInvalid, pa.ArrowTypeError) as e:
         raise _NeedsCarefulRead(str(e)) from e
     record = table.column("visdep").combine_chunks()
@@ -470,7 +474,10 @@ def load_runs(run_dirs) -> RunSet:
     used, replaced = latest_runs(files)
     for old, new in replaced:
         logger.info(f"{old.task} of {old.model}: {new.samples_path} replaces the earlier {old.samples_path}")
-    task_runs = [read_task_run(f) for f in tqdm(used, desc="reading samples", unit="file", leave=False)]
+    # pyarrow parses without the GIL, so threads read several files at once.
+    with ThreadPoolExecutor(max_workers=max(1, min(len(used), os.cpu_count() or 1))) as pool:
+        task_runs = list(tqdm(pool.map(read_task_run, used), total=len(used), desc="reading samples", unit="file",
+                              leave=False))
     by_benchmark: dict[str, list[TaskRun]] = {}
     for run in task_runs:
         by_benchmark.setdefault(run.benchmark, []).append(run)

@@ -130,11 +130,29 @@ def test_bootstrap_equals_plain_scipy_bootstrap_and_pairs_rows():
     assert low[0] < blind.mean() < high[0]
 
 
+def test_bootstrap_of_a_group_is_the_ratio_over_resampled_questions():
+    rng = np.random.default_rng(2)
+    blind = (rng.random(300) < 0.5).astype(float)
+    in_group = rng.random(300) < 0.3
+    low, high = bootstrap_mean_intervals(blind[None], np.stack([np.ones(300, bool), in_group, ~in_group]),
+                                         n_resamples=999, seed=5)
+    # the same resamples of the 300 questions, statistic = mean over the drawn questions that are in the group
+    ratio = scipy.stats.bootstrap((blind, in_group), lambda b, g, axis=-1: (b * g).sum(axis) / g.sum(axis),
+                                  paired=True, n_resamples=999, batch=999, method="percentile",
+                                  rng=np.random.default_rng(5)).confidence_interval
+    assert (low[1, 0], high[1, 0]) == pytest.approx((ratio.low, ratio.high))
+    assert low.shape == (3, 1) and low[2, 0] < blind[~in_group].mean() < high[2, 0]
+
+
 def test_bootstrap_degenerate_inputs():
     low, high = bootstrap_mean_intervals(np.ones((2, 50)), n_resamples=200)
     assert low.tolist() == [1.0, 1.0] and high.tolist() == [1.0, 1.0]
     low, high = bootstrap_mean_intervals(np.ones((1, 1)))
     assert np.isnan(low).all() and np.isnan(high).all()
+    one = np.zeros(40, bool)
+    one[3] = True  # a one-question group gets no interval
+    low, high = bootstrap_mean_intervals(np.ones((1, 40)), np.stack([np.ones(40, bool), one]), n_resamples=50)
+    assert low[0, 0] == 1.0 and np.isnan(low[1, 0]) and np.isnan(high[1, 0])
     with pytest.raises(ValueError, match="finite"):
         bootstrap_mean_intervals(np.array([[0.0, np.nan, 1.0]]))
 

@@ -1,0 +1,154 @@
+"""Bench: `visdep audit` on 100,000 questions x 10 models (blind and video) -- target under 10 s and 2 GB.
+
+Writes an lmms-eval output tree in the 0.7.3 format (one folder per model, `<date>_results.json` and
+`<date>_samples_<task>.jsonl` lines with doc_id, target, filtered_resps, token_counts, doc_hash, acc,
+the visdep record and the prompt as `input`), 100,000 questions spread over the four benchmarks
+(categories and varying K as in the real ones), then runs the real `visdep audit` command on it with a
+panel (3 text LLMs, 5 VLMs, 2 held out) and reports its wall time and peak memory (max RSS of the
+process) as measured, with their ratios to the targets.
+
+    python bench/bench_audit.py [--questions 100000] [--models 10] [--workdir DIR] [--keep]
+
+Generating the tree takes about a minute and is not timed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from multiprocessing import Pool
+from pathlib import Path
+
+import numpy as np
+
+TIME_TARGET_S = 10.0
+MEMORY_TARGET_MB = 2048.0
+DATE = "20260101_120000"
+# benchmark -> (categories, option counts K drawn per question)
+BENCHMARKS = {
+    "mmau": ([None], [5]),
+    "vru_accident": (["weather and light", "location", "road type", "accident type", "accident reason",
+                      "prevention method"], [4]),
+    "trafficqa": (["basic understanding", "attribution", "event forecasting", "reverse reasoning",
+                   "counterfactual inference", "introspection"], [2, 3, 4, 4, 4, 4]),
+    "accidentbench": (["temporal_causal_reasoning", "spatial_reasoning", "intent_goal_reasoning"],
+                      [2, 3, 4, 4, 5, 6, 12]),
+}
+OPTION = "the driver of the white car fails to yield while turning left at the intersection"
+
+
+def questions(benchmark: str, n: int, seed: int) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    categories, ks = BENCHMARKS[benchmark]
+    k = rng.choice(ks, n)
+    return {"k": k, "answer": rng.integers(0, k), "category": rng.integers(0, len(categories), n),
+            "difficulty": rng.normal(0, 1, n)}
+
+
+def write_samples(args) -> None:
+    path, benchmark, mode, q, model_index = args
+    categories, _ = BENCHMARKS[benchmark]
+    rng = np.random.default_rng([model_index, hash(mode) % 1000, len(path.name)])
+    n = len(q["k"])
+    skill = 0.4 + 0.1 * (model_index % 4) + (0.5 if mode == "video" else 0.0)
+    logits = rng.normal(0, 1, (n, 12))
+    logits[np.arange(n), q["answer"]] += skill - 0.5 * q["difficulty"]
+    with open(path, "w") as f:
+        for i in range(n):
+            k, y = int(q["k"][i]), int(q["answer"][i])
+            lp = logits[i, :k] - np.log(np.exp(logits[i, :k]).sum())
+            lps = ", ".join(f"{x:.6f}" for x in lp)
+            category = categories[q["category"][i]]
+            options = "\\n".join(f"{chr(65 + j)}. {OPTION} ({j})" for j in range(k))
+            record = (f'{{"question_id": "{benchmark}-{i}", "benchmark": "{benchmark}", "mode": "{mode}", '
+                      f'"category": {json.dumps(category)}, "source": "SRC", "n_options": {k}, '
+                      f'"answer_index": {y}, "option_logprobs": [{lps}], "scoring": "letter"}}')
+            resps = ", ".join(f'"({-x:.6f}, False)"' for x in lp)
+            f.write(f'{{"doc_id": {i}, "target": "{y}", "filtered_resps": [{resps}], '
+                    f'"token_counts": [{", ".join(["null"] * k)}], "doc_hash": "{"0" * 64}", '
+                    f'"acc": {float(np.argmax(lp) == y)}, "visdep": {record}, '
+                    f'"input": "What is the cause of the accident in this video?\\n{options}\\nAnswer with the '
+                    f'option\'s letter from the given choices directly."}}\n')
+
+
+def write_tree(root: Path, n_questions: int, n_models: int) -> list[str]:
+    per_benchmark = n_questions // len(BENCHMARKS)
+    qs = {b: questions(b, per_benchmark, seed) for seed, b in enumerate(BENCHMARKS)}
+    models = [f"org/model-{m}" for m in range(n_models)]
+    jobs = []
+    for m, model in enumerate(models):
+        folder = root / model.replace("/", "__")
+        folder.mkdir(parents=True)
+        tasks = [f"{b}_{mode}" for b in BENCHMARKS for mode in ("blind", "video")]
+        results = {"results": {t: {"alias": t} for t in tasks},
+                   "configs": {t: {"task": t, "tag": f"visdep_{t.rsplit('_', 1)[1]}"} for t in tasks},
+                   "config": {"model": "visdep_vlm", "model_args": f"pretrained={model},max_frames=16"},
+                   "date": DATE}
+        (folder / f"{DATE}_results.json").write_text(json.dumps(results))
+        for b in BENCHMARKS:
+            for mode in ("blind", "video"):
+                jobs.append((folder / f"{DATE}_samples_{b}_{mode}.jsonl", b, mode, qs[b], m))
+    with Pool(2) as pool:
+        pool.map(write_samples, jobs)
+    return models
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--questions", type=int, default=100_000)
+    parser.add_argument("--models", type=int, default=10)
+    parser.add_argument("--workdir", type=Path, help="where to write the tree (default: a temporary folder)")
+    parser.add_argument("--keep", action="store_true", help="keep the tree and the audit output")
+    args = parser.parse_args()
+    work = args.workdir or Path(tempfile.mkdtemp(prefix="bench_audit_"))
+    runs, out, panel, marker = work / "runs", work / "audit", work / "panel.yaml", work / "tree.json"
+    shape = {"questions": args.questions, "models": args.models}
+    if out.exists():
+        shutil.rmtree(out)
+    if marker.is_file() and json.loads(marker.read_text()) == shape:
+        print(f"tree: reusing {runs}")
+    else:
+        if runs.exists():
+            shutil.rmtree(runs)
+        start = time.perf_counter()
+        models = write_tree(runs, args.questions, args.models)
+        panel.write_text(json.dumps({"text_llms": models[:3], "vlms": models[3:8], "held_out": models[8:]}))
+        marker.write_text(json.dumps(shape))
+        print(f"tree written in {time.perf_counter() - start:.1f} s (not timed)")
+    size_mb = sum(p.stat().st_size for p in runs.rglob("*.jsonl")) / 2**20
+    print(f"tree: {args.questions} questions x {args.models} models x blind/video = "
+          f"{2 * args.questions * args.models} sample lines, {size_mb:.0f} MB")
+    for path in runs.rglob("*.jsonl"):  # read once so the timed run does not measure a cold disk
+        with open(path, "rb") as f:
+            while f.read(1 << 24):
+                pass
+    start = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "visdep_metrics.cli", "audit", str(runs), "--panel", str(panel),
+                           "--out", str(out)], capture_output=True, text=True)
+    wall = time.perf_counter() - start
+    peak_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    if proc.returncode != 0:
+        print(proc.stderr[-3000:])
+        return 1
+    n_rows = sum(1 for _ in (out / "questions.csv").open()) - 1
+    print(f"visdep audit: wall {wall:.2f} s, peak RSS {peak_mb:.0f} MB ({n_rows} question rows, outputs in {out})")
+    for line in proc.stderr.splitlines():  # the command's own stage timings
+        if any(f" - {stage} " in line for stage in ("read", "computed", "wrote")):
+            print("  " + line.split(" - ", 1)[1])
+    print(f"load average during the run (1 min): {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
+    print(f"time ratio   {wall / TIME_TARGET_S:.2f} of the {TIME_TARGET_S:.0f} s target")
+    print(f"memory ratio {peak_mb / MEMORY_TARGET_MB:.2f} of the {MEMORY_TARGET_MB:.0f} MB target")
+    if not args.keep and args.workdir is None:
+        shutil.rmtree(work)
+    return 0 if wall <= TIME_TARGET_S and peak_mb <= MEMORY_TARGET_MB else 3
+
+
+if __name__ == "__main__":
+    sys.exit(main())
