@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import time
 import zlib
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -35,7 +37,6 @@ from visdep_metrics.panels import Panel, check_panel, inferred_panel, load_panel
 from visdep_metrics.runs import BenchmarkResults, RunSet, load_runs
 
 METRICS = ("acc_blind", "acc_video", "blind_gap", "visual_gain")
-FILTERS = ("none", "llm_inspector", "b_clean", "s_score")
 ALL = "all"
 
 
@@ -187,8 +188,9 @@ def _percent(frame: pd.DataFrame) -> pd.DataFrame:
     return frame
 
 
-def run_audit(run_dirs, panel_path=None, tau: float | None = None, max_hits: int | None = None,
-              tst_dirs=(), n_resamples: int = 1000, confidence_level: float = 0.95, seed: int = 0) -> Audit:
+def run_audit(run_dirs: Sequence[str | Path], panel_path: str | Path | None = None, tau: float | None = None,
+              max_hits: int | None = None, tst_dirs: Sequence[str | Path] = (), n_resamples: int = 1000,
+              confidence_level: float = 0.95, seed: int = 0) -> Audit:
     """Read the runs under `run_dirs` and compute every table of the audit (see `report.write_audit`)."""
     stress_tests = {}
     for folder in tst_dirs:  # read first: a bad --tst folder fails before the long read of the runs

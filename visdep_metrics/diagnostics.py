@@ -15,6 +15,7 @@ import warnings
 
 import numpy as np
 import scipy.stats
+from numpy.typing import ArrayLike
 from threadpoolctl import threadpool_limits
 
 # Resampled question indices processed at once (batch * n): about 8 MB stays in cache, which measured
@@ -22,7 +23,7 @@ from threadpoolctl import threadpool_limits
 _BOOTSTRAP_BATCH_ELEMENTS = 1_000_000
 
 
-def check_n_options(n_options, n_questions: int | None = None) -> np.ndarray:
+def check_n_options(n_options: ArrayLike, n_questions: int | None = None) -> np.ndarray:
     """K per question as a 1-D integer array (K >= 2), optionally of a given length; raises otherwise."""
     k = np.asarray(n_options)
     if k.ndim != 1:
@@ -41,7 +42,7 @@ def _option_mask(n_options: np.ndarray, k_max: int) -> np.ndarray:
     return np.arange(k_max)[None, :] < n_options[:, None]
 
 
-def option_probabilities(option_logprobs, n_options) -> np.ndarray:
+def option_probabilities(option_logprobs: ArrayLike, n_options: ArrayLike) -> np.ndarray:
     """Probabilities over each question's K options, normalised across options (paper B.2).
 
     p_k = exp(l_k) / sum_{j<K} exp(l_j) for k < K, and 0 for the padding columns k >= K.
@@ -62,12 +63,12 @@ def option_probabilities(option_logprobs, n_options) -> np.ndarray:
     return shifted / shifted.sum(axis=1, keepdims=True)
 
 
-def predicted_index(probabilities) -> np.ndarray:
+def predicted_index(probabilities: ArrayLike) -> np.ndarray:
     """argmax_k p_k per question; ties go to the first option (as the task's `process_results` does)."""
     return np.asarray(probabilities).argmax(axis=-1)
 
 
-def answer_probability(probabilities, answer_index) -> np.ndarray:
+def answer_probability(probabilities: ArrayLike, answer_index: ArrayLike) -> np.ndarray:
     """P(y* | input) = p_{y*} per question."""
     p = np.asarray(probabilities)
     y = np.asarray(answer_index)
@@ -76,7 +77,7 @@ def answer_probability(probabilities, answer_index) -> np.ndarray:
     return np.take_along_axis(p, y[..., None], axis=-1)[..., 0]
 
 
-def normalised_entropy(probabilities, n_options) -> np.ndarray:
+def normalised_entropy(probabilities: ArrayLike, n_options: ArrayLike) -> np.ndarray:
     """H_norm(q) = -sum_k p_k ln p_k / ln K, in [0, 1] (paper sec. 3.2; 0 ln 0 = 0)."""
     p = np.asarray(probabilities, dtype=np.float64)
     k = check_n_options(n_options, p.shape[0])
@@ -84,7 +85,7 @@ def normalised_entropy(probabilities, n_options) -> np.ndarray:
     return -plogp.sum(axis=-1) / np.log(k)
 
 
-def chance(n_options) -> float:
+def chance(n_options: ArrayLike) -> float:
     """Acc_random = mean over questions of 1/K (paper eq. 1)."""
     k = check_n_options(n_options)
     if k.size == 0:
@@ -92,7 +93,7 @@ def chance(n_options) -> float:
     return float(np.mean(1.0 / k))
 
 
-def accuracy(correct) -> np.ndarray:
+def accuracy(correct: ArrayLike) -> np.ndarray:
     """Acc = mean over questions of [argmax_k p_k == y*]; per model when `correct` is (models, n)."""
     c = np.asarray(correct, dtype=np.float64)
     if c.shape[-1] == 0:
@@ -100,14 +101,14 @@ def accuracy(correct) -> np.ndarray:
     return c.mean(axis=-1)
 
 
-def blind_gap(correct_blind, n_options) -> np.ndarray:
+def blind_gap(correct_blind: ArrayLike, n_options: ArrayLike) -> np.ndarray:
     """BlindGap = Acc_blind - Acc_random (paper eq. 1); per model when `correct_blind` is (models, n)."""
     c = np.asarray(correct_blind, dtype=np.float64)
     check_n_options(n_options, c.shape[-1])
     return accuracy(c) - chance(n_options)
 
 
-def visual_gain(correct_video, correct_blind) -> np.ndarray:
+def visual_gain(correct_video: ArrayLike, correct_blind: ArrayLike) -> np.ndarray:
     """VisualGain = Acc_video - Acc_blind over the same questions (paper eq. 2)."""
     v = np.asarray(correct_video, dtype=np.float64)
     b = np.asarray(correct_blind, dtype=np.float64)
@@ -116,7 +117,7 @@ def visual_gain(correct_video, correct_blind) -> np.ndarray:
     return accuracy(v) - accuracy(b)
 
 
-def textual_evidence(correct_blind, entropy_blind) -> np.ndarray:
+def textual_evidence(correct_blind: ArrayLike, entropy_blind: ArrayLike) -> np.ndarray:
     """T(q) = 1/|M_LLM| sum_m [Correct_m(q)] * (1 - H_norm,m(q)) (paper eq. 3).
 
     correct_blind, entropy_blind: (models, n) blind results of the text-only panel."""
@@ -129,7 +130,7 @@ def textual_evidence(correct_blind, entropy_blind) -> np.ndarray:
     return (c * (1.0 - h)).mean(axis=0)
 
 
-def visual_necessity(p_answer_video, p_answer_blind, n_options) -> np.ndarray:
+def visual_necessity(p_answer_video: ArrayLike, p_answer_blind: ArrayLike, n_options: ArrayLike) -> np.ndarray:
     """V(q) = 1/|M_VLM| sum_m Delta_m(q) / (1 - 1/K), Delta_m = P_m(y*|video,q) - P_m(y*|blind,q) (eqs. 4-5).
 
     p_answer_video, p_answer_blind: (models, n) probabilities of the correct option for the VLM panel."""
@@ -143,7 +144,7 @@ def visual_necessity(p_answer_video, p_answer_blind, n_options) -> np.ndarray:
     return (pv - pb).mean(axis=0) / (1.0 - 1.0 / k)
 
 
-def shortcut_score(textual, visual) -> np.ndarray:
+def shortcut_score(textual: ArrayLike, visual: ArrayLike) -> np.ndarray:
     """S(q) = T(q) - V(q) (paper eq. 6): high = shortcut-prone, low or negative = visually useful."""
     t = np.asarray(textual, dtype=np.float64)
     v = np.asarray(visual, dtype=np.float64)
@@ -152,7 +153,8 @@ def shortcut_score(textual, visual) -> np.ndarray:
     return t - v
 
 
-def subset_diagnostics(keep, correct_blind, correct_video, n_options) -> dict[str, np.ndarray]:
+def subset_diagnostics(keep: ArrayLike, correct_blind: ArrayLike, correct_video: ArrayLike,
+                       n_options: ArrayLike) -> dict[str, np.ndarray]:
     """Per-model n, chance, Acc_blind, Acc_video, BG and VG on the questions where `keep` is True.
 
     correct_video rows of text-only models are NaN and give NaN Acc_video / VG."""
@@ -166,7 +168,8 @@ def subset_diagnostics(keep, correct_blind, correct_video, n_options) -> dict[st
             "acc_blind": acc_b, "acc_video": acc_v, "blind_gap": acc_b - acc_random, "visual_gain": acc_v - acc_b}
 
 
-def bootstrap_mean_intervals(values, groups=None, n_resamples: int = 1000, confidence_level: float = 0.95,
+def bootstrap_mean_intervals(values: ArrayLike, groups: ArrayLike | None = None, n_resamples: int = 1000,
+                             confidence_level: float = 0.95,
                              seed: int | np.random.Generator = 0) -> tuple[np.ndarray, np.ndarray]:
     """Percentile bootstrap intervals of the means of `values` (rows, n) over groups of questions (columns).
 

@@ -6,6 +6,7 @@ Each filter returns a boolean mask of the questions it keeps.
 from __future__ import annotations
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from visdep_metrics.diagnostics import check_n_options
 
@@ -14,14 +15,14 @@ SWEEP_TAUS = np.round(np.arange(-1.0, 1.0 + 1e-9, 0.05), 2)
 SWEEP_SIGNALS = ("T", "-V", "S")
 
 
-def shortcut_keep(shortcut, tau: float) -> np.ndarray:
+def shortcut_keep(shortcut: ArrayLike, tau: float) -> np.ndarray:
     """D_grounded = {q : S(q) <= tau} (paper eq. 7); a question without a score is not kept."""
     s = np.asarray(shortcut, dtype=np.float64)
     with np.errstate(invalid="ignore"):
         return s <= tau
 
 
-def llm_inspector_keep(correct_blind, max_hits: int = 1) -> np.ndarray:
+def llm_inspector_keep(correct_blind: ArrayLike, max_hits: int = 1) -> np.ndarray:
     """LLM-Inspector: keep q unless more than `max_hits` text-only LLMs answer it correctly.
 
     keep(q) = sum_m [Correct_m(q)] <= max_hits, over the (models, n) blind results of its LLM panel."""
@@ -31,7 +32,7 @@ def llm_inspector_keep(correct_blind, max_hits: int = 1) -> np.ndarray:
     return c.sum(axis=0) <= max_hits
 
 
-def b_clean_keep(correct_blind) -> np.ndarray:
+def b_clean_keep(correct_blind: ArrayLike) -> np.ndarray:
     """B-Clean: keep q unless some panel VLM answers it correctly blind: keep(q) = max_m Correct_m(q) == 0."""
     c = np.asarray(correct_blind, dtype=np.float64)
     if c.ndim != 2 or c.shape[0] == 0:
@@ -39,7 +40,8 @@ def b_clean_keep(correct_blind) -> np.ndarray:
     return c.max(axis=0) == 0
 
 
-def threshold_sweep(signal, taus, correct_blind, correct_video, n_options) -> dict[str, np.ndarray]:
+def threshold_sweep(signal: ArrayLike, taus: ArrayLike, correct_blind: ArrayLike, correct_video: ArrayLike,
+                    n_options: ArrayLike) -> dict[str, np.ndarray]:
     """BG, VG and #kept of every model on {q : signal(q) <= tau} for every tau.
 
     With questions sorted by signal, the kept set at tau is a prefix of length

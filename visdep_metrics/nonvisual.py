@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from numpy.typing import ArrayLike
 
 from lmms_eval_tasks.loaders import BENCHMARKS
 
@@ -67,7 +68,7 @@ def read_stress_test(folder: str | Path) -> StressTest:
                       scores=scores[["question_id", "n_options", "s", "correct"]], summary=summary)
 
 
-def align_stress_test(test: StressTest, question_ids, n_options) -> pd.DataFrame:
+def align_stress_test(test: StressTest, question_ids: ArrayLike, n_options: ArrayLike) -> pd.DataFrame:
     """The test's rows in the order of the audit's questions; refuses other questions or option counts."""
     ids = pd.Index(np.asarray(question_ids, dtype=object))
     positions = pd.Index(test.scores["question_id"]).get_indexer(ids)

@@ -25,6 +25,7 @@ import glob
 import json
 import math
 import os
+from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -105,7 +106,7 @@ class BenchmarkResults:
     has_video: np.ndarray
     runs: list[TaskRun]
 
-    def model_rows(self, names) -> np.ndarray:
+    def model_rows(self, names: Iterable[str]) -> np.ndarray:
         position = {m: i for i, m in enumerate(self.models)}
         return np.array([position[m] for m in names if m in position], dtype=int)
 
@@ -130,7 +131,7 @@ class RunSet:
 
 
 # --------------------------------------------------------------------------- results.json
-def parse_model_args(model_args) -> dict[str, str]:
+def parse_model_args(model_args: str | dict | None) -> dict[str, str]:
     """`config.model_args` of results.json ("k=v,k=v" or a dict) as a dict of strings."""
     if isinstance(model_args, dict):
         return {str(k): str(v) for k, v in model_args.items()}
@@ -156,7 +157,7 @@ def _visdep_task(task_config) -> bool:
     return any(str(t).startswith("visdep") for t in tags)
 
 
-def find_run_files(run_dirs) -> tuple[list[RunFile], list[tuple[Path, str]]]:
+def find_run_files(run_dirs: Iterable[str | Path]) -> tuple[list[RunFile], list[tuple[Path, str]]]:
     """Every (results.json, samples file) pair under `run_dirs`, and the samples files skipped."""
     found: list[RunFile] = []
     skipped: list[tuple[Path, str]] = []
@@ -404,9 +405,9 @@ def latest_runs(files: list[RunFile]) -> tuple[list[RunFile], list[tuple[RunFile
     return sorted(latest.values(), key=lambda f: (f.model, f.task)), replaced
 
 
-def _compare(reference: TaskRun, other: TaskRun) -> np.ndarray:
-    """Positions of `other`'s questions in `reference`; raises if questions, K or answers differ."""
-    ref_ids = pd.Index(reference.questions["question_id"])
+def _compare(reference: TaskRun, ref_ids: pd.Index, other: TaskRun) -> np.ndarray:
+    """Positions of `other`'s questions in `reference` (whose ids are `ref_ids`); raises if questions, K or
+    answers differ."""
     positions = ref_ids.get_indexer(other.questions["question_id"])
     if (positions < 0).any() or len(other.questions) != len(reference.questions):
         ref_set, other_set = set(ref_ids), set(other.questions["question_id"])
@@ -449,13 +450,14 @@ def _pair(benchmark: str, runs: list[TaskRun]) -> BenchmarkResults:
                                f"rerun both with one VISDEP_SCORING")
     models = sorted(by_model)
     reference = by_model[models[0]]["blind"]
+    ref_ids = pd.Index(reference.questions["question_id"])
     n = len(reference.questions)
     shape = (len(models), n)
     arrays = {name: np.full(shape, np.nan) for name in
               ("correct_blind", "p_answer_blind", "entropy_blind", "correct_video", "p_answer_video")}
     for i, model in enumerate(models):
         for mode, run in by_model[model].items():
-            positions = _compare(reference, run)
+            positions = _compare(reference, ref_ids, run)
             arrays[f"correct_{mode}"][i, positions] = run.correct
             arrays[f"p_answer_{mode}"][i, positions] = run.p_answer
             if mode == "blind":
@@ -464,7 +466,7 @@ def _pair(benchmark: str, runs: list[TaskRun]) -> BenchmarkResults:
                             has_video=np.array(["video" in by_model[m] for m in models]), runs=runs, **arrays)
 
 
-def load_runs(run_dirs) -> RunSet:
+def load_runs(run_dirs: Sequence[str | Path]) -> RunSet:
     """Find, read, de-duplicate and pair every visdep run under `run_dirs` (see the module docstring)."""
     files, skipped = find_run_files(run_dirs)
     for path, why in skipped:
