@@ -1,0 +1,84 @@
+"""Frame sampling: mp4 through PyAV, frame folders by frame number, the cache and its decode counter."""
+
+from __future__ import annotations
+
+import av
+import numpy as np
+import pytest
+from PIL import Image
+
+from lmms_eval_tasks.fixtures import write_mp4
+from model_adapters.frames import FrameSource, VideoReadError, read_frames, sample_indices
+
+
+def coloured_frames(n: int, size: int = 32) -> np.ndarray:
+    """Frame t is a flat grey of level 10 * t, so a decoded frame tells which frame it was."""
+    return np.stack([np.full((size, size, 3), 10 * t, dtype=np.uint8) for t in range(n)])
+
+
+def frame_ids(frames: np.ndarray) -> list[int]:
+    return [int(round(f.mean() / 10)) for f in frames]
+
+
+def test_sample_indices_are_uniform_and_include_both_ends():
+    assert sample_indices(5, 16).tolist() == [0, 1, 2, 3, 4]
+    assert sample_indices(100, 5).tolist() == [0, 25, 50, 74, 99]  # round(i * 99 / 4)
+    assert sample_indices(17, 1).tolist() == [0]
+    with pytest.raises(ValueError):
+        sample_indices(0, 4)
+
+
+def test_mp4_is_sampled_uniformly(tmp_path):
+    path = tmp_path / "clip.mp4"
+    write_mp4(path, coloured_frames(20))
+    frames = read_frames(path, 5)
+    assert frames.shape == (5, 32, 32, 3) and frames.dtype == np.uint8 and frames.flags.c_contiguous
+    # mpeg4 is lossy: grey levels come back within a few units
+    assert frame_ids(frames) == sample_indices(20, 5).tolist()
+    with av.open(str(path)) as container:
+        everything = np.stack([f.to_ndarray(format="rgb24") for f in container.decode(video=0)])
+    np.testing.assert_array_equal(frames, everything[sample_indices(20, 5)])
+
+
+def test_short_video_keeps_every_frame(tmp_path):
+    path = tmp_path / "short.mp4"
+    write_mp4(path, coloured_frames(3))
+    assert frame_ids(read_frames(path, 16)) == [0, 1, 2]
+
+
+def test_frame_folder_is_ordered_by_frame_number(tmp_path):
+    folder = tmp_path / "images"
+    folder.mkdir()
+    for t in range(12):  # 1.png .. 12.png: name order would put 10, 11, 12 before 2
+        Image.fromarray(coloured_frames(12)[t]).save(folder / f"{t + 1}.png")
+    (folder / "notes.txt").write_text("not a frame")
+    frames = read_frames(folder, 12)
+    assert frame_ids(frames) == list(range(12)) and frames.flags.c_contiguous
+    assert frame_ids(read_frames(folder, 4)) == sample_indices(12, 4).tolist()
+
+
+def test_unreadable_videos_name_the_file(tmp_path):
+    broken = tmp_path / "broken.mp4"
+    broken.write_bytes(b"this is not a video" * 100)
+    with pytest.raises(VideoReadError, match="broken.mp4"):
+        read_frames(broken, 4)
+    with pytest.raises(VideoReadError, match="missing.mp4"):
+        read_frames(tmp_path / "missing.mp4", 4)
+    empty = tmp_path / "empty_folder"
+    empty.mkdir()
+    with pytest.raises(VideoReadError, match="empty_folder"):
+        read_frames(empty, 4)
+
+
+def test_frame_source_decodes_each_video_once(tmp_path):
+    paths = [tmp_path / f"v{i}.mp4" for i in range(3)]
+    for p in paths:
+        write_mp4(p, coloured_frames(6))
+    source = FrameSource(max_frames=4, cache_size=2)
+    first = source(paths[0])
+    assert source(paths[0]) is first
+    source(paths[1])
+    assert source.decodes == {str(paths[0]): 1, str(paths[1]): 1}
+    source(paths[2])  # evicts paths[0], the least recently used
+    source(paths[0])
+    assert source.decodes[str(paths[0])] == 2
