@@ -7,10 +7,6 @@ import sys
 
 from loguru import logger
 
-from visdep_metrics.nonvisual import StressTestError
-from visdep_metrics.panels import PanelError
-from visdep_metrics.runs import RunDataError
-
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
@@ -42,7 +38,10 @@ def _positive_int(text: str) -> int:
 def _audit(args) -> int:
     # Imported here: `visdep --help` should not pay for pandas, scipy and matplotlib.
     from visdep_metrics.audit import run_audit
+    from visdep_metrics.nonvisual import StressTestError
+    from visdep_metrics.panels import PanelError
     from visdep_metrics.report import OutputDirError, check_out_dir, write_audit
+    from visdep_metrics.runs import RunDataError
 
     try:
         check_out_dir(args.out)

@@ -79,7 +79,11 @@ class TaskRun:
     benchmark: str
     mode: str
     scoring: str
-    questions: pd.DataFrame  # question_id, category, source, n_options, answer_index
+    question_id: pa.Array
+    category: pa.Array
+    source: pa.Array
+    n_options: np.ndarray
+    answer_index: np.ndarray
     correct: np.ndarray  # 1.0 where argmax_k p_k == answer_index
     p_answer: np.ndarray  # p_{y*}
     entropy: np.ndarray  # H_norm
@@ -214,9 +218,9 @@ class _Columns:
     """A samples file's visdep records as columns (one row per question)."""
 
     doc_id: np.ndarray | None
-    question_id: np.ndarray
-    category: np.ndarray
-    source: np.ndarray
+    question_id: pa.Array  # strings, kept in Arrow: hashing and matching ids stays out of Python objects
+    category: pa.Array
+    source: pa.Array
     n_options: np.ndarray
     answer_index: np.ndarray
     logprobs: np.ndarray  # flat, row i at offsets[i]:offsets[i+1]
@@ -254,9 +258,7 @@ def _read_fast(path: Path) -> _Columns:
     doc_id = table.column("doc_id")
     return _Columns(
         doc_id=None if doc_id.null_count else doc_id.to_numpy(),
-        question_id=record.field("question_id").to_numpy(zero_copy_only=False),
-        category=record.field("category").to_numpy(zero_copy_only=False),
-        source=record.field("source").to_numpy(zero_copy_only=False),
+        question_id=record.field("question_id"), category=record.field("category"), source=record.field("source"),
         n_options=n_options, answer_index=answer, logprobs=values, offsets=offsets,
         benchmarks=set(pc.unique(record.field("benchmark")).to_pylist()),
         modes=set(pc.unique(record.field("mode")).to_pylist()),
@@ -335,7 +337,7 @@ def _read_careful(path: Path) -> _Columns:
                 raise RunDataError(f"{where}: question {qid!r}: answer_index {answer} outside 0..{k - 1}")
             doc_id = sample.get("doc_id")
             rows.append((None if doc_id is None else _as_int(doc_id, where, "doc_id"), qid,
-                         record.get("category"), record.get("source"), k, answer, logprobs,
+                         _text(record.get("category")), _text(record.get("source")), k, answer, logprobs,
                          str(record["benchmark"]), str(record["mode"]), str(record["scoring"])))
     if not rows:
         raise RunDataError(f"{path}: empty samples file (the run wrote no sample)")
@@ -343,11 +345,15 @@ def _read_careful(path: Path) -> _Columns:
     lengths = np.array(ks, dtype=np.int64)
     return _Columns(
         doc_id=None if any(d is None for d in doc_ids) else np.array(doc_ids, dtype=np.int64),
-        question_id=np.array(qids, dtype=object), category=np.array(categories, dtype=object),
-        source=np.array(sources, dtype=object), n_options=lengths, answer_index=np.array(answers, dtype=np.int64),
+        question_id=pa.array(qids, pa.string()), category=pa.array(categories, pa.string()),
+        source=pa.array(sources, pa.string()), n_options=lengths, answer_index=np.array(answers, dtype=np.int64),
         logprobs=np.fromiter((v for row in logprobs for v in row), dtype=np.float64, count=int(lengths.sum())),
         offsets=np.concatenate([[0], np.cumsum(lengths)]),
         benchmarks=set(benchmarks), modes=set(modes), scorings=set(scorings))
+
+
+def _text(value) -> str | None:
+    return None if value is None else str(value)
 
 
 def _single(values: set, allowed, path: Path, name: str) -> str:
@@ -370,13 +376,11 @@ def read_task_run(run: RunFile) -> TaskRun:
     benchmark = _single(columns.benchmarks, BENCHMARKS, path, "benchmark")
     mode = _single(columns.modes, MODES, path, "mode")
     scoring = _single(columns.scorings, SCORINGS, path, "scoring")
-    questions = pd.DataFrame({"question_id": columns.question_id, "category": columns.category,
-                              "source": columns.source, "n_options": columns.n_options,
-                              "answer_index": columns.answer_index})
-    duplicated = questions["question_id"].duplicated(keep=False)
-    if duplicated.any():
-        twice = questions.loc[duplicated, "question_id"].unique()
-        raise RunDataError(f"{path}: {len(twice)} question(s) appear more than once, e.g. {list(twice[:3])}; "
+    ids = columns.question_id
+    if pc.count_distinct(ids).as_py() != len(ids):
+        counts = pc.value_counts(ids)
+        twice = counts.field("values").filter(pc.greater(counts.field("counts"), 1)).to_pylist()
+        raise RunDataError(f"{path}: {len(twice)} question(s) appear more than once, e.g. {twice[:3]}; "
                            f"were two runs appended to one file?")
     k = columns.n_options
     padded = np.full((len(k), int(k.max())), np.nan)
@@ -385,8 +389,9 @@ def read_task_run(run: RunFile) -> TaskRun:
     probabilities = option_probabilities(padded, k)
     answer = columns.answer_index
     order = np.argsort(columns.doc_id, kind="stable") if columns.doc_id is not None else np.arange(len(k))
-    return TaskRun(file=run, benchmark=benchmark, mode=mode, scoring=scoring,
-                   questions=questions.iloc[order].reset_index(drop=True),
+    return TaskRun(file=run, benchmark=benchmark, mode=mode, scoring=scoring, question_id=ids.take(order),
+                   category=columns.category.take(order), source=columns.source.take(order), n_options=k[order],
+                   answer_index=answer[order],
                    correct=(predicted_index(probabilities) == answer).astype(np.float64)[order],
                    p_answer=answer_probability(probabilities, answer)[order],
                    entropy=normalised_entropy(probabilities, k)[order])
@@ -405,12 +410,11 @@ def latest_runs(files: list[RunFile]) -> tuple[list[RunFile], list[tuple[RunFile
     return sorted(latest.values(), key=lambda f: (f.model, f.task)), replaced
 
 
-def _compare(reference: TaskRun, ref_ids: pd.Index, other: TaskRun) -> np.ndarray:
-    """Positions of `other`'s questions in `reference` (whose ids are `ref_ids`); raises if questions, K or
-    answers differ."""
-    positions = ref_ids.get_indexer(other.questions["question_id"])
-    if (positions < 0).any() or len(other.questions) != len(reference.questions):
-        ref_set, other_set = set(ref_ids), set(other.questions["question_id"])
+def _compare(reference: TaskRun, other: TaskRun) -> np.ndarray:
+    """Positions of `other`'s questions in `reference`; raises if questions, K or answers differ."""
+    positions = pc.index_in(other.question_id, value_set=reference.question_id).fill_null(-1).to_numpy()
+    if (positions < 0).any() or len(other.question_id) != len(reference.question_id):
+        ref_set, other_set = set(reference.question_id.to_pylist()), set(other.question_id.to_pylist())
         only_ref, only_other = sorted(ref_set - other_set), sorted(other_set - ref_set)
         raise RunDataError(
             f"runs of {reference.benchmark} cover different questions: {reference.describe()} has "
@@ -418,11 +422,11 @@ def _compare(reference: TaskRun, ref_ids: pd.Index, other: TaskRun) -> np.ndarra
             f"(e.g. {only_ref[:3]}), {len(only_other)} only in the second (e.g. {only_other[:3]}). Every blind and "
             f"video run of a benchmark must cover the same questions (same task, no --limit).")
     for name in ("n_options", "answer_index"):
-        ref_values = reference.questions[name].to_numpy()[positions]
-        values = other.questions[name].to_numpy()
+        ref_values = getattr(reference, name)[positions]
+        values = getattr(other, name)
         differ = np.flatnonzero(ref_values != values)
         if differ.size:
-            examples = ", ".join(f"{other.questions['question_id'].iloc[i]!r}: {ref_values[i]} vs {values[i]}"
+            examples = ", ".join(f"{other.question_id[int(i)].as_py()!r}: {ref_values[i]} vs {values[i]}"
                                  for i in differ[:3])
             raise RunDataError(f"runs of {reference.benchmark} disagree on {name} for {differ.size} question(s) "
                                f"({examples}) between {reference.describe()} and {other.describe()}; "
@@ -450,19 +454,21 @@ def _pair(benchmark: str, runs: list[TaskRun]) -> BenchmarkResults:
                                f"rerun both with one VISDEP_SCORING")
     models = sorted(by_model)
     reference = by_model[models[0]]["blind"]
-    ref_ids = pd.Index(reference.questions["question_id"])
-    n = len(reference.questions)
+    n = len(reference.question_id)
     shape = (len(models), n)
     arrays = {name: np.full(shape, np.nan) for name in
               ("correct_blind", "p_answer_blind", "entropy_blind", "correct_video", "p_answer_video")}
     for i, model in enumerate(models):
         for mode, run in by_model[model].items():
-            positions = _compare(reference, ref_ids, run)
+            positions = _compare(reference, run)
             arrays[f"correct_{mode}"][i, positions] = run.correct
             arrays[f"p_answer_{mode}"][i, positions] = run.p_answer
             if mode == "blind":
                 arrays["entropy_blind"][i, positions] = run.entropy
-    return BenchmarkResults(benchmark=benchmark, questions=reference.questions, models=models,
+    questions = pd.DataFrame({"question_id": reference.question_id.to_pandas(),
+                              "category": reference.category.to_pandas(), "source": reference.source.to_pandas(),
+                              "n_options": reference.n_options, "answer_index": reference.answer_index})
+    return BenchmarkResults(benchmark=benchmark, questions=questions, models=models,
                             has_video=np.array(["video" in by_model[m] for m in models]), runs=runs, **arrays)
 
 
