@@ -194,13 +194,12 @@ def _report(audit: Audit, out: Path, plots: dict[str, str], exported: dict[str, 
     lines += ["## Intervals per benchmark and category", "", _intervals(audit), "",
               "## Table 2: Filtering strategies", "", _table2(audit), "",
               "## Table 5: Before and after filtering", "", _table5(audit), ""]
-    sweeps = [(b, f) for b, f in plots.items() if b.startswith("sweep_")]
-    if sweeps:
+    if "sweeps" in plots:
         lines += ["## Threshold sweeps", "",
                   "BG and VG on {q : signal(q) ≤ τ} for the signals T, −V and S (mean over the held-out VLMs, else "
                   "over every VLM); dashed: the full benchmark; dotted (right axis): questions kept. Every model "
                   "in sweep.csv.", ""]
-        lines += [f"![{name}]({path})" for name, path in sweeps] + [""]
+        lines += [f"![Threshold sweeps]({plots['sweeps']})", ""]
     if not audit.solvability.empty:
         rows = [[_name(r.benchmark), r.subset, r.n, r.tst_solvability, r.chance]
                 for r in audit.solvability.itertuples()]
@@ -252,34 +251,43 @@ def _diagnostic_space(audit: Audit, path: Path) -> bool:
     return True
 
 
-def _sweep_plot(audit: Audit, benchmark: str, path: Path) -> bool:
-    models, _ = _evaluation_models(audit, benchmark)
-    sweep = audit.sweep[(audit.sweep["benchmark"] == benchmark) & audit.sweep["model"].isin(models)]
-    if sweep.empty:
+def _sweep_figure(audit: Audit, path: Path) -> bool:
+    """The paper's figure 4: one row per benchmark, one column per signal (T, -V, S)."""
+    if audit.sweep.empty:
         return False
-    signals = [s for s in SWEEP_SIGNALS if s in set(sweep["signal"])]
-    full = audit.filters[(audit.filters["benchmark"] == benchmark) & (audit.filters["filter"] == "none")
-                         & audit.filters["model"].isin(models)][["blind_gap", "visual_gain"]].mean()
-    figure = Figure(figsize=(4.8 * len(signals), 3.6))
-    # fixed margins: constrained layout measured ~0.6 s per figure
-    figure.subplots_adjust(left=0.06, right=0.94, bottom=0.15, top=0.88, wspace=0.45)
-    for i, signal in enumerate(signals):
-        ax = figure.add_subplot(1, len(signals), i + 1)
-        curve = sweep[sweep["signal"] == signal].groupby("tau")[["blind_gap", "visual_gain", "n_kept"]].mean()
-        ax.plot(curve.index, curve["blind_gap"], color="C0", label="Blind Gap")
-        ax.plot(curve.index, curve["visual_gain"], color="C1", label="Visual Gain")
-        ax.axhline(full["blind_gap"], color="C0", ls="--", lw=0.8)
-        ax.axhline(full["visual_gain"], color="C1", ls="--", lw=0.8)
-        if signal == "S":
-            ax.axvline(audit.tau, color="0.5", lw=0.8)
-        ax.set_xlabel(f"τ on {signal.replace('-', '−')}")
-        ax.set_ylabel("%")
-        kept = ax.twinx()
-        kept.plot(curve.index, curve["n_kept"], color="0.5", ls=":")
-        kept.set_ylabel("# kept")
-        if i == 0:
-            ax.legend(fontsize=8, loc="best")
-    figure.suptitle(f"{_name(benchmark)}: threshold sweeps ({', '.join(models)})", fontsize=9)
+    benchmarks = [b for b in DISPLAY if b in set(audit.sweep["benchmark"])]
+    height = 3.2 * len(benchmarks)
+    figure = Figure(figsize=(4.8 * len(SWEEP_SIGNALS), height))
+    # fixed margins (in inches): constrained layout measured ~0.6 s per figure
+    figure.subplots_adjust(left=0.06, right=0.94, bottom=0.55 / height, top=1 - 0.3 / height, wspace=0.45,
+                           hspace=0.6)
+    for row, benchmark in enumerate(benchmarks):
+        models, _ = _evaluation_models(audit, benchmark)
+        sweep = audit.sweep[(audit.sweep["benchmark"] == benchmark) & audit.sweep["model"].isin(models)]
+        full = audit.filters[(audit.filters["benchmark"] == benchmark) & (audit.filters["filter"] == "none")
+                             & audit.filters["model"].isin(models)][["blind_gap", "visual_gain"]].mean()
+        for col, signal in enumerate(SWEEP_SIGNALS):
+            ax = figure.add_subplot(len(benchmarks), len(SWEEP_SIGNALS), row * len(SWEEP_SIGNALS) + col + 1)
+            curve = sweep[sweep["signal"] == signal].groupby("tau")[["blind_gap", "visual_gain", "n_kept"]].mean()
+            ax.set_title(f"{_name(benchmark)} ({', '.join(models) or 'no VLM'})", fontsize=8)
+            ax.set_xlabel(f"τ on {signal.replace('-', '−')}")
+            if curve.empty:
+                ax.text(0.5, 0.5, "not computed (see the notes)", ha="center", va="center", transform=ax.transAxes)
+                ax.set_xticks([])
+                ax.set_yticks([])
+                continue
+            ax.plot(curve.index, curve["blind_gap"], color="C0", label="Blind Gap")
+            ax.plot(curve.index, curve["visual_gain"], color="C1", label="Visual Gain")
+            ax.axhline(full["blind_gap"], color="C0", ls="--", lw=0.8)
+            ax.axhline(full["visual_gain"], color="C1", ls="--", lw=0.8)
+            if signal == "S":
+                ax.axvline(audit.tau, color="0.5", lw=0.8)
+            ax.set_ylabel("%")
+            kept = ax.twinx()
+            kept.plot(curve.index, curve["n_kept"], color="0.5", ls=":")
+            kept.set_ylabel("# kept")
+            if row == col == 0:
+                ax.legend(fontsize=8, loc="best")
     _save(figure, path)
     return True
 
@@ -316,9 +324,8 @@ def _write_all(audit: Audit, folder: Path, out: Path) -> None:
     plots = {}
     if _diagnostic_space(audit, folder / "diagnostic_space.png"):
         plots["diagnostic_space"] = "diagnostic_space.png"
-    for benchmark in audit.runs.benchmarks:
-        if _sweep_plot(audit, benchmark, folder / f"sweep_{benchmark}.png"):
-            plots[f"sweep_{benchmark}"] = f"sweep_{benchmark}.png"
+    if _sweep_figure(audit, folder / "sweeps.png"):
+        plots["sweeps"] = "sweeps.png"
     (folder / "report.md").write_text(_report(audit, out, plots, exported), encoding="utf-8")
     (folder / MANIFEST).write_text(json.dumps(_manifest(audit, exported), indent=2), encoding="utf-8")
 

@@ -128,7 +128,7 @@ def test_report_and_outputs(toy_tree, tmp_path):
     # Table 1's Average VLM row is the mean over the three VLMs
     s = audit.summary[(audit.summary["subset"] == "full") & audit.summary["acc_video"].notna()]
     assert f"| Average VLM | {s['acc_blind'].mean():.2f} | {s['acc_video'].mean():.2f} |" in report
-    for name in ("diagnostic_space.png", "sweep_mmau.png"):
+    for name in ("diagnostic_space.png", "sweeps.png"):
         assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     manifest = json.loads((out / "audit.json").read_text())
     assert len(manifest["files_used"]) == 8 and manifest["tau"] == 0.3
