@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import shutil
 import subprocess
 import sys
@@ -129,17 +128,22 @@ def main() -> int:
         with open(path, "rb") as f:
             while f.read(1 << 24):
                 pass
+    log = work / "audit.log"
     start = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "visdep_metrics.cli", "audit", str(runs), "--panel", str(panel),
-                           "--out", str(out)], capture_output=True, text=True)
+    with open(log, "w") as stderr:
+        child = subprocess.Popen([sys.executable, "-m", "visdep_metrics.cli", "audit", str(runs), "--panel",
+                                  str(panel), "--out", str(out)], stdout=subprocess.DEVNULL, stderr=stderr)
+        _, status, usage = os.wait4(child.pid, 0)  # this process's own rusage, not the tree writers'
     wall = time.perf_counter() - start
-    peak_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-    if proc.returncode != 0:
-        print(proc.stderr[-3000:])
+    peak_mb, cpu = usage.ru_maxrss / 1024, usage.ru_utime + usage.ru_stime
+    messages = log.read_text()
+    if os.waitstatus_to_exitcode(status) != 0:
+        print(messages[-3000:])
         return 1
     n_rows = sum(1 for _ in (out / "questions.csv").open()) - 1
-    print(f"visdep audit: wall {wall:.2f} s, peak RSS {peak_mb:.0f} MB ({n_rows} question rows, outputs in {out})")
-    for line in proc.stderr.splitlines():  # the command's own stage timings
+    print(f"visdep audit: wall {wall:.2f} s, CPU {cpu:.2f} s (all threads), peak RSS {peak_mb:.0f} MB "
+          f"({n_rows} question rows, outputs in {out})")
+    for line in messages.splitlines():  # the command's own stage timings
         if any(f" - {stage} " in line for stage in ("read", "computed", "wrote")):
             print("  " + line.split(" - ", 1)[1])
     print(f"load average during the run (1 min): {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
