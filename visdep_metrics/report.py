@@ -78,8 +78,8 @@ def _evaluation_models(audit: Audit, benchmark: str) -> tuple[list[str], bool]:
     return (held_out, True) if held_out else (vlms, False)
 
 
-def _table1(audit: Audit, subset: str = "full") -> str:
-    overall = audit.summary[(audit.summary["category"] == "all") & (audit.summary["subset"] == subset)]
+def _table1(audit: Audit) -> str:
+    overall = audit.summary[(audit.summary["category"] == "all") & (audit.summary["subset"] == "full")]
     benchmarks = [b for b in DISPLAY if b in set(overall["benchmark"])]
     vlms = sorted(m for m in overall.loc[overall["acc_video"].notna(), "model"].unique())
     llms = sorted(set(overall["model"]) - set(vlms))
@@ -153,7 +153,7 @@ def _table5(audit: Audit) -> str:
     return "\n\n".join(parts) if parts else "No benchmark has a grounded subset."
 
 
-def _files_section(audit: Audit, out: Path) -> str:
+def _files_section(audit: Audit) -> str:
     rows = [[f.model, f.task, f.date, str(f.samples_path)] for f in audit.runs.used]
     text = _markdown(["Model", "Task", "Run date", "Samples file"], rows)
     if audit.runs.replaced:
@@ -213,7 +213,7 @@ def _report(audit: Audit, out: Path, plots: dict[str, str], exported: dict[str, 
         lines += [f"- `{b}_blind_{GROUNDED_SUFFIX}`, `{b}_video_{GROUNDED_SUFFIX}`: {n} questions "
                   f"(`lmms-eval --include_path {out / 'tasks'} --tasks {b}_video_{GROUNDED_SUFFIX}`)"
                   for b, n in exported.items()] + [""]
-    lines += ["## Files used", "", _files_section(audit, out), ""]
+    lines += ["## Files used", "", _files_section(audit), ""]
     return "\n".join(lines)
 
 
