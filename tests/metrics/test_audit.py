@@ -179,3 +179,18 @@ def test_categories_get_their_own_rows(tmp_path):
     assert rows.loc["all", "n"] == 40 and rows.loc["location", "n"] == 20
     assert rows.loc["location", "acc_blind"] == 100.0 and rows.loc["road type", "acc_blind"] == 50.0
     assert rows.loc["road type", "visual_gain"] == 50.0
+
+
+def test_report_names_the_files_used_and_replaced(tmp_path):
+    runs = tmp_path / "runs"
+    wrong, right = (records_from_correct("mmau", "blind", [c] * 6, [5] * 6) for c in (0, 1))
+    old = write_run(runs / "monday", "org/vlm", {"mmau_blind": wrong}, date="20260101_100000")
+    new = write_run(runs / "tuesday", "org/vlm", {"mmau_blind": right}, date="20260102_100000")
+    out = write_audit(run_audit([runs], n_resamples=20), tmp_path / "audit")
+    report = (out / "report.md").read_text()
+    old_file, new_file = next(old.glob("*_samples_*")), next(new.glob("*_samples_*"))
+    assert f"| org/vlm | mmau_blind | 20260102_100000 | {new_file} |" in report
+    assert f"- {old_file} → {new_file}" in report
+    assert json.loads((out / "audit.json").read_text())["replaced"] == [{"replaced": str(old_file),
+                                                                          "by": str(new_file)}]
+    assert pd.read_csv(out / "summary.csv")["acc_blind"].tolist() == [100.0]
