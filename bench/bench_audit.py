@@ -63,13 +63,14 @@ def write_samples(args) -> None:
         for i in range(n):
             k, y = int(q["k"][i]), int(q["answer"][i])
             lp = logits[i, :k] - np.log(np.exp(logits[i, :k]).sum())
-            lps = ", ".join(f"{x:.6f}" for x in lp)
+            # full float repr, as json.dumps writes the log-probabilities a model returns
+            lps = ", ".join(repr(float(x)) for x in lp)
             category = categories[q["category"][i]]
             options = "\\n".join(f"{chr(65 + j)}. {OPTION} ({j})" for j in range(k))
             record = (f'{{"question_id": "{benchmark}-{i}", "benchmark": "{benchmark}", "mode": "{mode}", '
                       f'"category": {json.dumps(category)}, "source": "SRC", "n_options": {k}, '
                       f'"answer_index": {y}, "option_logprobs": [{lps}], "scoring": "letter"}}')
-            resps = ", ".join(f'"({-x:.6f}, False)"' for x in lp)
+            resps = ", ".join(f'"({-float(x)!r}, False)"' for x in lp)
             f.write(f'{{"doc_id": {i}, "target": "{y}", "filtered_resps": [{resps}], '
                     f'"token_counts": [{", ".join(["null"] * k)}], "doc_hash": "{"0" * 64}", '
                     f'"acc": {float(np.argmax(lp) == y)}, "visdep": {record}, '
@@ -108,7 +109,7 @@ def main() -> int:
     args = parser.parse_args()
     work = args.workdir or Path(tempfile.mkdtemp(prefix="bench_audit_"))
     runs, out, panel, marker = work / "runs", work / "audit", work / "panel.yaml", work / "tree.json"
-    shape = {"questions": args.questions, "models": args.models}
+    shape = {"questions": args.questions, "models": args.models, "format": 2}
     if out.exists():
         shutil.rmtree(out)
     if marker.is_file() and json.loads(marker.read_text()) == shape:
