@@ -13,6 +13,9 @@ A question is a token sequence in three parts, each run once and reused through 
    never used), up to `batch_size` options per forward on copies of their question's cache. A
    one-token option (letter scoring) needs no forward at all.
 
+A prefix that serves a single question (one question per video) is run together with its tail in
+one forward: nothing would be reused, and a second forward and a cache copy would only cost.
+
 Padding sits at the end of a row and is masked for later rows, and position ids are explicit, so
 every scored token sees exactly the tokens before it in its own sequence: the result equals one
 full forward per option up to float rounding.
@@ -119,23 +122,46 @@ def _chunks(items: Sequence, size: int) -> Iterator[Sequence]:
         yield items[start:start + size]
 
 
-def _score_chunk(model, prefix_branch: _Branch, questions: Sequence[Question], batch_size: int):
-    """(loss, is_greedy) for every option of `questions`, which share `prefix_branch`."""
-    device = prefix_branch.mask.device
+def _check(questions: Sequence[Question]) -> None:
     for q in questions:
         if not q.tail:
             raise ScoringError(f"question {q.qid}: no prompt text after the shared prefix")
         if not q.continuations or any(not c for c in q.continuations):
             raise ScoringError(f"question {q.qid}: an option has no tokens after the context")
-    # 2. tails: keep only the logits at each row's last real token
+
+
+def _tails(model, prefix_branch: _Branch, questions: Sequence[Question]) -> tuple[torch.Tensor, _Branch]:
+    """Step 2 for questions sharing `prefix_branch`: (log-probs of each option's first token (B, vocab),
+    the branch the options continue from)."""
+    device = prefix_branch.mask.device
     last = [len(q.tail) - 1 for q in questions]
-    keep = sorted(set(last))
+    keep = sorted(set(last))  # only the logits at each row's last real token
     logits, branch = _extend(model, prefix_branch, torch.zeros(len(questions), dtype=torch.long, device=device),
                              [q.tail for q in questions], logits_to_keep=torch.tensor(keep, device=device))
     column = [keep.index(i) for i in last]
-    first = torch.log_softmax(logits[torch.arange(len(questions)), column].float(), dim=-1)  # (B, vocab)
+    return torch.log_softmax(logits[torch.arange(len(questions)), column].float(), dim=-1), branch
 
-    # 3. continuations longer than one token
+
+def _prefix_and_tail(model, question: Question, device) -> tuple[torch.Tensor, _Branch]:
+    """Steps 1 and 2 in one forward, for a prefix that serves a single question (nothing to share)."""
+    inputs, next_position = question.prefix.build()
+    tail = torch.tensor([question.tail], device=device)
+    n = tail.shape[1]
+    positions = inputs["position_ids"]
+    tail_positions = (next_position + torch.arange(n, device=device)).expand(*positions.shape[:-1], n)
+    fused = dict(inputs, input_ids=torch.cat([inputs["input_ids"], tail], dim=1),
+                 attention_mask=torch.ones(1, inputs["input_ids"].shape[1] + n, dtype=torch.long, device=device),
+                 position_ids=torch.cat([positions, tail_positions], dim=-1))
+    if "mm_token_type_ids" in inputs:  # text after the video
+        fused["mm_token_type_ids"] = torch.cat([inputs["mm_token_type_ids"], torch.zeros_like(tail)], dim=1)
+    out = model(**fused, use_cache=True, logits_to_keep=1)
+    branch = _Branch(out.cache, fused["attention_mask"], torch.tensor([next_position + n], device=device))
+    return torch.log_softmax(out.logits[:, -1].float(), dim=-1), branch
+
+
+def _options(model, questions: Sequence[Question], first: torch.Tensor, branch: _Branch, batch_size: int):
+    """Step 3 and the sums: (loss, is_greedy) for every option of `questions` (rows of `branch`)."""
+    device = branch.mask.device
     rows = [(b, k) for b, q in enumerate(questions) for k, c in enumerate(q.continuations) if len(c) > 1]
     later: dict[tuple[int, int], torch.Tensor] = {}
     for part in _chunks(rows, batch_size):
@@ -176,19 +202,27 @@ def score_questions(model, questions: Sequence[Question], batch_size: int, devic
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
     groups: dict[Hashable, list[int]] = {}
-    for i, q in enumerate(questions):
-        groups.setdefault(None if q.prefix is None else q.prefix.key, []).append(i)
+    for i in sorted(range(len(questions)), key=lambda i: len(questions[i].tail)):  # similar lengths, less padding
+        groups.setdefault(None if questions[i].prefix is None else questions[i].prefix.key, []).append(i)
     results: list[list[tuple[float, bool]] | None] = [None] * len(questions)
     bar = tqdm(total=len(questions), desc="visdep scoring", unit="question", disable=not progress)
     with torch.inference_mode():
         for members in groups.values():
             current = questions[members[0]]
             try:
-                branch = _prefix_branch(model, current.prefix, device)
+                group = [questions[i] for i in members]
+                _check(group)
+                if current.prefix is not None and len(members) == 1:
+                    first, branch = _prefix_and_tail(model, current, device)
+                    results[members[0]] = _options(model, group, first, branch, batch_size)[0]
+                    bar.update(1)
+                    continue
+                prefix_branch = _prefix_branch(model, current.prefix, device)
                 for part in _chunks(members, batch_size):
                     current = questions[part[0]]
-                    scored = _score_chunk(model, branch, [questions[i] for i in part], batch_size)
-                    for i, scores in zip(part, scored, strict=True):
+                    chunk = [questions[i] for i in part]
+                    first, branch = _tails(model, prefix_branch, chunk)
+                    for i, scores in zip(part, _options(model, chunk, first, branch, batch_size), strict=True):
                         results[i] = scores
                     bar.update(len(part))
             except Exception as e:

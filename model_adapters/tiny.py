@@ -94,14 +94,15 @@ class Size:
     qwen_pixels: int  # Qwen min = max pixels per frame (a multiple of 28*28 keeps the grid exact)
 
 
-# test: ~1 MiB, a 16-frame video gives 32 (Qwen) to 65 (LLaVA-OV) visual tokens.
-# bench: a 16-frame video gives 256 (Qwen: 8 temporal patches x 8x4 merged) / 257 (LLaVA-OV: 16 x 4x4 + 1)
-# / 256 (InternVL: 16 x 16) visual tokens, and the text model is wide enough that forwards dominate.
+# test: ~1 MiB; 16 square frames give 32 (Qwen) to 65 (LLaVA-OV) visual tokens.
+# bench: ~90 MiB; 16 square frames give about 1,000 visual tokens (Qwen: 8 temporal patches x 11x11
+# merged; LLaVA-OV: 16 x 8x8 + 1; InternVL: 16 x 8x8), still fewer than real checkpoints use
+# (LLaVA-OV-7B: 16 x 196), and the text model is wide enough that forwards, not Python, dominate.
 SIZE_PRESETS = {
     "test": Size(hidden=64, layers=2, heads=4, kv_heads=2, vision_hidden=32, vision_layers=2, frame_side=32,
                  qwen_pixels=56 * 56),
-    "bench": Size(hidden=384, layers=4, heads=6, kv_heads=2, vision_hidden=64, vision_layers=2, frame_side=64,
-                  qwen_pixels=224 * 112),
+    "bench": Size(hidden=512, layers=6, heads=8, kv_heads=2, vision_hidden=128, vision_layers=2, frame_side=128,
+                  qwen_pixels=448 * 224),
 }
 
 
@@ -115,8 +116,10 @@ def _corpus() -> list[str]:
     rng = np.random.default_rng(0)
     lines = [" ".join(rng.choice(words, 12)) + "?" for _ in range(3000)]
     lines += [f"{letter}. {w}" for letter in "ABCDEFGHIJKL" for w in words]
+    # the prompt's fixed phrases, so that prompts tokenise about as compactly as with a real vocabulary
     lines += ["Answer with the option's letter from the given choices directly.", "0123456789", "You are a helpful "
-              "assistant.", "system user assistant"]
+              "assistant.", "system user assistant", "Choose the correct option (A, B, C, or D) without any "
+              "explanations.", "What's the weather and lighting?", "What is the cause of the accident?"] * 50
     return lines
 
 

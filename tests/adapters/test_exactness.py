@@ -87,15 +87,15 @@ def count_forwards(model) -> list[int]:
 
 
 def test_shared_prefix_and_one_decode_per_video(tiny_models, benchmark_env):
-    """Letter scoring of 7 questions over 2 videos at batch_size 4: 2 prefix forwards + 3 tail
-    forwards, no option forward; each video decoded once; padding copies and shuffled input order
-    change nothing."""
+    """Letter scoring of 7 questions over 2 videos at batch_size 4: video 1 (six questions) one prefix
+    forward + two tail forwards, video 2 (one question) one forward for prefix and tail, no option
+    forward; each video decoded once; padding copies and shuffled input order change nothing."""
     adapter = make_adapter("qwen2_5_vl", tiny_models["qwen2_5_vl"], batch_size=4, max_frames=MAX_FRAMES)
     calls = count_forwards(adapter.model)
     docs = load_benchmark("vru_accident")[:7]
     requests = requests_for(adapter, docs, True)
     first = adapter.loglikelihood(requests)
-    assert calls[0] == 2 + 2 + 1
+    assert calls[0] == (1 + 2) + 1
     videos = {tasks.doc_to_visual_video(d)[0] for d in docs}
     assert dict(adapter.frames.decodes) == {v: 1 for v in videos}
 
