@@ -47,10 +47,10 @@ def test_paper_panel_file():
     panel = load_panel(REPO / "configs" / "panels" / "paper.yaml")
     assert panel.text_llms == ("Qwen/Qwen2.5-14B", "meta-llama/Llama-3.1-8B", "mistralai/Mistral-7B-v0.1")
     assert panel.vlms == ("Qwen/Qwen2.5-VL-7B-Instruct", "OpenGVLab/InternVL3_5-8B-HF")
-    assert panel.held_out == ("lmms-lab/LLaVA-OneVision-1.5-8B-Instruct",)
+    assert panel.held_out == ("llava-hf/llava-onevision-qwen2-7b-ov-hf",)
     assert panel.inspector == panel.text_llms + ("deepseek-ai/deepseek-llm-7b-chat",)
     assert (panel.tau, panel.inspector_max_hits) == (0.1, 1)
-    assert panel.role("lmms-lab/LLaVA-OneVision-1.5-8B-Instruct", set()) == "held_out"
+    assert panel.role("llava-hf/llava-onevision-qwen2-7b-ov-hf", set()) == "held_out"
 
 
 def test_inferred_panel_and_roles():
