@@ -39,10 +39,11 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 from loguru import logger
-from scipy import stats
 from sklearn.ensemble import RandomForestClassifier
 from sklearn.model_selection import StratifiedGroupKFold, StratifiedKFold
 from tqdm.auto import tqdm
+
+from visdep_metrics.diagnostics import bootstrap_mean_intervals
 
 S_X_COLUMNS = ["question_id", "category", "n_options", "s", "s_minus_chance", "fold", "correct"]
 
@@ -338,9 +339,8 @@ def _bootstrap_ci(correct: np.ndarray, seed: int) -> list[float]:
     """95% percentile bootstrap interval of the accuracy over questions."""
     if len(correct) < 2 or correct.min() == correct.max():
         return [float(correct.mean()), float(correct.mean())]
-    res = stats.bootstrap((correct.astype(float),), np.mean, n_resamples=2000, confidence_level=0.95,
-                          method="percentile", vectorized=True, random_state=seed)
-    return [float(res.confidence_interval.low), float(res.confidence_interval.high)]
+    low, high = bootstrap_mean_intervals(correct.astype(float), n_resamples=2000, seed=seed)
+    return [float(low[0]), float(high[0])]
 
 
 # --------------------------------------------------------------------------- the stress test
