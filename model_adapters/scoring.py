@@ -180,8 +180,8 @@ def _options(model, questions: Sequence[Question], first: torch.Tensor, branch: 
             token_logprobs = dist.gather(-1, target[:, None])[:, 0]
             total = float(token_logprobs.sum())
             if not math.isfinite(total):
-                raise ScoringError(f"question {q.qid}: log-likelihood of option {k} is {total} (not finite); "
-                                   "try dtype=float32")
+                hint = "" if model.dtype == torch.float32 else "; try dtype=float32"
+                raise ScoringError(f"question {q.qid}: log-likelihood of option {k} is {total} (not finite){hint}")
             scores.append((-total, bool((dist.argmax(dim=-1) == target).all())))
         results.append(scores)
     return results

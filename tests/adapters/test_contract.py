@@ -75,7 +75,7 @@ def test_non_finite_log_likelihood_names_the_question(tiny_models, benchmark_env
     with torch.no_grad():
         adapter.model.lm_head.weight.fill_(float("nan"))
     docs = load_benchmark("vru_accident")[:2]
-    with pytest.raises(ScoringError, match=r"CAP_DATA/VRU_1/weather and light.*not finite"):
+    with pytest.raises(ScoringError, match=r"question t doc \d \(CAP_DATA/VRU_1/[a-z ]+\): .* is nan \(not finite\)"):
         adapter.loglikelihood(requests_for(adapter, docs, video=False))
 
 

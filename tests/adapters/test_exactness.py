@@ -128,21 +128,26 @@ def _request(adapter, doc, continuations, video):
 
 @pytest.mark.parametrize("kind", ["qwen2", "qwen2_5_vl"])
 def test_is_greedy_true_for_the_greedy_continuation(adapter_of, benchmark_env, kind):
-    """A continuation made of the model's own greedy tokens (from `generate`) is greedy; changing
-    its last token makes it not greedy."""
+    """A two-token continuation made of the model's own greedy tokens (from `generate`) is greedy;
+    changing its last token makes it not greedy. Random weights often pick byte tokens that do not
+    survive decoding and re-encoding, so the first question whose greedy tokens do is used."""
     adapter = adapter_of(kind)
-    doc = load_benchmark("vru_accident")[0]
     video = kind in VLM_KINDS
     processor = getattr(adapter, "processor", adapter.tokenizer)
-    frames = read_frames(Path(tasks.doc_to_visual_video(doc)[0]), MAX_FRAMES) if video else None
-    prompt, special = reference_prompt(processor, tasks.doc_to_text(doc), video)
-    inputs = reference_inputs(adapter.model, processor, prompt, special, frames)
-    generated = adapter.model.generate(**inputs, max_new_tokens=3, do_sample=False, min_new_tokens=3)
-    greedy = generated[0, inputs["input_ids"].shape[1]:].tolist()
-    text = adapter.tokenizer.decode(greedy)
-    [check] = adapter.build_questions([_request(adapter, doc, [text], video)])
-    assert check.continuations == [greedy], "pick a document whose greedy tokens survive decoding"
-    wrong = adapter.tokenizer.decode(greedy[:-1] + [adapter.tokenizer.convert_tokens_to_ids("A")])
+    for doc in load_benchmark("vru_accident"):
+        frames = read_frames(Path(tasks.doc_to_visual_video(doc)[0]), MAX_FRAMES) if video else None
+        prompt, special = reference_prompt(processor, tasks.doc_to_text(doc), video)
+        inputs = reference_inputs(adapter.model, processor, prompt, special, frames)
+        generated = adapter.model.generate(**inputs, max_new_tokens=2, min_new_tokens=2, do_sample=False)
+        greedy = generated[0, inputs["input_ids"].shape[1]:].tolist()
+        text = adapter.tokenizer.decode(greedy)
+        [check] = adapter.build_questions([_request(adapter, doc, [text], video)])
+        if check.continuations == [greedy]:
+            break
+    else:
+        pytest.fail("no question's greedy tokens survive decoding and re-encoding")
+    other = next(t for t in adapter.tokenizer.convert_tokens_to_ids(["A", "B"]) if t != greedy[-1])
+    wrong = adapter.tokenizer.decode(greedy[:-1] + [other])
     got = adapter.loglikelihood(requests_for(adapter, [doc], video, choices=lambda d: [text, wrong]))
     assert [g[1] for g in got] == [True, False]
     assert_same(got, naive_option_scores(adapter.model, processor, tasks.doc_to_text(doc), [text, wrong], frames))
