@@ -126,25 +126,21 @@ class ScoringAdapter(lmms):
         for request in requests:
             context, continuation, doc_to_visual, doc_id, task, split = request.args
             key = (task, split, doc_id, context)
-            question = by_key.get(key)
-            if question is None:
+            if key not in by_key:
                 doc = self.task_dict[task][split][doc_id]
                 qid = f"{task} doc {doc_id}" + (f" ({doc['question_id']})" if "question_id" in doc else "")
-                question = by_key[key] = QuestionRequest(task, doc_id, context, list(doc_to_visual(doc)), qid)
-            else:
-                doc = None
-            if callable(continuation):
-                continuation = continuation(self.task_dict[task][split][doc_id] if doc is None else doc)
-            if continuation not in question.continuations:
-                question.continuations.append(continuation)
-            targets.append((key, question.continuations.index(continuation)))
-        keys = list(by_key)
-        questions = self.build_questions([by_key[k] for k in keys])
-        scores = score_questions(self._model, questions, self.batch_size_per_device, self._device,
-                                 progress=self.rank == 0)
-        row = {k: i for i, k in enumerate(keys)}
-        self.after_scoring(len(keys))
-        return [scores[row[key]][option] for key, option in targets]
+                by_key[key] = QuestionRequest(task, doc_id, context, list(doc_to_visual(doc)), qid)
+            if callable(continuation):  # `loglikelihood` tasks pass a function of the document
+                continuation = continuation(self.task_dict[task][split][doc_id])
+            options = by_key[key].continuations
+            if continuation not in options:
+                options.append(continuation)
+            targets.append((key, options.index(continuation)))
+        questions = self.build_questions(list(by_key.values()))
+        scores = dict(zip(by_key, score_questions(self._model, questions, self.batch_size_per_device, self._device,
+                                                  progress=self.rank == 0), strict=True))
+        self.after_scoring(len(questions))
+        return [scores[key][option] for key, option in targets]
 
     def after_scoring(self, n_questions: int) -> None:
         """Hook for a summary log line."""
