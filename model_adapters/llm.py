@@ -13,6 +13,15 @@ from model_adapters.base import ScoringAdapter, continuation_tokens
 from model_adapters.scoring import Question
 
 
+def chat_prompt(tokenizer, context: str) -> tuple[str, bool]:
+    """(text the options are scored after, whether the tokenizer must add its special tokens):
+    one user turn of the chat template when there is one (it writes BOS itself), else the raw context."""
+    if tokenizer.chat_template:
+        messages = [{"role": "user", "content": context}]
+        return tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False), False
+    return context, True
+
+
 class VisdepLLM(ScoringAdapter):
     adapter_name = "visdep_llm"
 
@@ -22,20 +31,13 @@ class VisdepLLM(ScoringAdapter):
         self.tokenizer = AutoTokenizer.from_pretrained(self.pretrained, **self.processor_kwargs)
         return AutoModelForCausalLM.from_pretrained(self.pretrained, **self.model_kwargs)
 
-    def prompt(self, context: str) -> tuple[str, bool]:
-        """(text to score after, whether the tokenizer must add its special tokens)."""
-        if self.tokenizer.chat_template:
-            messages = [{"role": "user", "content": context}]
-            return self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False), False
-        return context, True
-
     def build_questions(self, requests) -> list[Question]:
         questions = []
         for r in requests:
             if r.visuals:
                 raise ValueError(f"{r.qid}: visdep_llm is text-only but task {r.task!r} gives it {r.visuals!r}; "
                                  "run the blind task")
-            prompt, special = self.prompt(r.context)
+            prompt, special = chat_prompt(self.tokenizer, r.context)
             context, continuations = continuation_tokens(self.tokenizer, prompt, r.continuations, special)
             questions.append(Question(r.qid, None, context, continuations))
         return questions

@@ -13,29 +13,24 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-
-def _messages(context: str, with_video: bool) -> list[dict]:
-    content = ([{"type": "video"}] if with_video else []) + [{"type": "text", "text": context}]
-    return [{"role": "user", "content": content}]
+from model_adapters.llm import chat_prompt
+from model_adapters.vlm import on_device, user_message
 
 
 def reference_prompt(processor, context: str, with_video: bool) -> tuple[str, bool]:
     """(chat-templated prompt, whether the tokenizer adds its special tokens) for a VLM processor
-    or a causal LM tokenizer; a tokenizer without chat template scores the raw context."""
+    or a causal LM tokenizer, built as the adapters build it."""
     if hasattr(processor, "tokenizer"):
-        return processor.apply_chat_template(_messages(context, with_video), add_generation_prompt=True,
+        return processor.apply_chat_template(user_message(context, with_video), add_generation_prompt=True,
                                              tokenize=False), False
-    if processor.chat_template:
-        return processor.apply_chat_template([{"role": "user", "content": context}], add_generation_prompt=True,
-                                             tokenize=False), False
-    return context, True
+    return chat_prompt(processor, context)
 
 
 def reference_inputs(model, processor, text: str, add_special_tokens: bool, frames: np.ndarray | None) -> dict:
     """The processor's full encoding of `text` (with the video expanded), on the model's device and dtype."""
     kwargs = {"videos": [frames]} if frames is not None else {}
     enc = processor(text=[text], return_tensors="pt", add_special_tokens=add_special_tokens, **kwargs)
-    return {k: v.to(model.device, dtype=model.dtype if v.is_floating_point() else None) for k, v in enc.items()}
+    return on_device(enc, model.device, model.dtype)
 
 
 @torch.inference_mode()

@@ -26,6 +26,11 @@ def user_message(context: str, with_video: bool) -> list[dict]:
     return [{"role": "user", "content": content}]
 
 
+def on_device(encoding, device, dtype) -> dict:
+    """A processor's output as model inputs: on `device`, floating tensors (pixels) in the model's dtype."""
+    return {k: v.to(device, dtype=dtype if v.is_floating_point() else None) for k, v in encoding.items()}
+
+
 class VisdepVLM(ScoringAdapter):
     adapter_name = "visdep_vlm"
     own_arguments = ("max_frames",)
@@ -47,10 +52,8 @@ class VisdepVLM(ScoringAdapter):
 
     def _prefix_inputs(self, video: str, prefix_text: str) -> tuple[dict, int]:
         """Model inputs of the prompt up to the end of the video; the video is decoded here (cached)."""
-        inputs = self.processor(text=[prefix_text], videos=[self.frames(video)], return_tensors="pt",
-                                add_special_tokens=False)
-        dtype = self._model.dtype
-        inputs = {k: v.to(self._device, dtype=dtype if v.is_floating_point() else None) for k, v in inputs.items()}
+        inputs = on_device(self.processor(text=[prefix_text], videos=[self.frames(video)], return_tensors="pt",
+                                          add_special_tokens=False), self._device, self._model.dtype)
         positions, next_position = prefix_positions(self.family, self._model, inputs)
         inputs["position_ids"] = positions
         return inputs, next_position
