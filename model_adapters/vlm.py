@@ -38,11 +38,12 @@ class VisdepVLM(ScoringAdapter):
     def __init__(self, pretrained: str, max_frames: int = 16, **kwargs) -> None:
         self.frames = FrameSource(int(max_frames))
         super().__init__(pretrained, **kwargs)
-        self.family = family_of(self._model.config)
 
     def load_model(self):
-        from transformers import AutoModelForImageTextToText, AutoProcessor
+        from transformers import AutoConfig, AutoModelForImageTextToText, AutoProcessor
 
+        # an unsupported family fails before any weight is read
+        self.family = family_of(AutoConfig.from_pretrained(self.pretrained, **self.processor_kwargs))
         self.processor = AutoProcessor.from_pretrained(self.pretrained, **self.processor_kwargs)
         self.tokenizer = self.processor.tokenizer
         return AutoModelForImageTextToText.from_pretrained(self.pretrained, **self.model_kwargs)
