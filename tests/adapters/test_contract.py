@@ -41,6 +41,8 @@ def test_unknown_model_args_are_errors(tiny_models):
         make_adapter("llama", tiny_models["llama"], max_frames=8)  # a VLM argument given to the LLM adapter
     with pytest.raises(ValueError, match="batch_size"):
         make_adapter("llama", tiny_models["llama"], batch_size="auto")
+    with pytest.raises(ValueError, match="model_type 'llama'.*qwen2_5_vl"):
+        make_adapter("qwen2_5_vl", tiny_models["llama"])  # a text-only checkpoint given to visdep_vlm
 
 
 def test_from_pretrained_keywords_pass_through(tiny_models):
