@@ -56,6 +56,8 @@ class Audit:
     sweep: pd.DataFrame
     panel_used: pd.DataFrame  # benchmark, panel (T/V/inspector/b_clean), models used
     solvability: pd.DataFrame  # benchmark, subset, n, tst_solvability, chance in % (only with --tst)
+    comparison: pd.DataFrame = field(default_factory=pd.DataFrame)  # each model minus --baseline (only with it)
+    baseline: str | None = None
     stress_tests: dict[str, StressTest] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
 
@@ -144,6 +146,51 @@ def _summary_rows(bench: BenchmarkResults, scores: pd.DataFrame, roles: dict[str
     return rows
 
 
+COMPARED = ("acc_blind", "acc_video", "visual_gain")
+
+
+def _comparison_rows(bench: BenchmarkResults, scores: pd.DataFrame, baseline: str, roles: dict[str, str],
+                     n_resamples: int, confidence_level: float, seed: int) -> list[dict]:
+    """Each model minus the baseline checkpoint on the same questions, with paired bootstrap intervals.
+
+    delta_acc_blind = mean_q(c_blind[m, q] - c_blind[base, q]) (= the change of Blind Gap: chance is shared),
+    delta_acc_video likewise, delta_visual_gain = mean_q((c_video - c_blind)[m, q] - (c_video - c_blind)[base, q]).
+    One resampling of the questions serves both models, so each interval is that of a paired difference."""
+    if baseline not in bench.models:
+        return []
+    base = bench.models.index(baseline)
+    k = scores["n_options"].to_numpy()
+    subsets = {"full": np.ones(len(k), dtype=bool)}
+    if scores["grounded"].notna().all() and scores["grounded"].any():
+        subsets["grounded"] = scores["grounded"].to_numpy(dtype=bool)
+    others = [i for i in range(len(bench.models)) if i != base]
+    if not others:
+        return []
+    cb, cv = bench.correct_blind, bench.correct_video
+    video = [i for i in others if bench.has_video[i]] if bench.has_video[base] else []
+    blocks = [("acc_blind", others, cb[others] - cb[base])]
+    if video:
+        blocks += [("acc_video", video, cv[video] - cv[base]),
+                   ("visual_gain", video, (cv[video] - cb[video]) - (cv[base] - cb[base]))]
+    values = np.concatenate([d for _, _, d in blocks])
+    low, high = bootstrap_mean_intervals(values, np.stack(list(subsets.values())), n_resamples, confidence_level,
+                                         _rng(seed, bench.benchmark, "baseline", baseline))
+    rows = []
+    for g, (subset, keep) in enumerate(subsets.items()):
+        for i in others:
+            row = {"model": bench.models[i], "role": roles[bench.models[i]], "baseline": baseline,
+                   "benchmark": bench.benchmark, "subset": subset, "n": int(keep.sum())}
+            start = 0
+            for name, members, deltas in blocks:
+                if i in members:
+                    j = members.index(i)
+                    row[f"delta_{name}"] = deltas[j, keep].mean()
+                    row[f"delta_{name}_lo"], row[f"delta_{name}_hi"] = low[g, start + j], high[g, start + j]
+                start += len(members)
+            rows.append(row)
+    return rows
+
+
 def _filter_rows(bench: BenchmarkResults, scores: pd.DataFrame, roles: dict[str, str]) -> list[dict]:
     k = scores["n_options"].to_numpy()
     keeps = {"none": np.ones(len(k), dtype=bool)}
@@ -188,10 +235,18 @@ def _percent(frame: pd.DataFrame) -> pd.DataFrame:
     return frame
 
 
+def _percent_deltas(frame: pd.DataFrame) -> pd.DataFrame:
+    columns = [c for c in frame.columns if c.startswith("delta_")]
+    frame[columns] = frame[columns] * 100.0
+    return frame
+
+
 def run_audit(run_dirs: Sequence[str | Path], panel_path: str | Path | None = None, tau: float | None = None,
               max_hits: int | None = None, tst_dirs: Sequence[str | Path] = (), n_resamples: int = 1000,
-              confidence_level: float = 0.95, seed: int = 0) -> Audit:
-    """Read the runs under `run_dirs` and compute every table of the audit (see `report.write_audit`)."""
+              confidence_level: float = 0.95, seed: int = 0, baseline: str | None = None) -> Audit:
+    """Read the runs under `run_dirs` and compute every table of the audit (see `report.write_audit`).
+
+    `baseline`: a model (as in `pretrained=`) every other model is compared with, question by question."""
     stress_tests = {}
     for folder in tst_dirs:  # read first: a bad --tst folder fails before the long read of the runs
         test = read_stress_test(folder)
@@ -211,11 +266,13 @@ def run_audit(run_dirs: Sequence[str | Path], panel_path: str | Path | None = No
     tau = panel.tau if tau is None else float(tau)
     max_hits = panel.inspector_max_hits if max_hits is None else int(max_hits)
     roles = {m: panel.role(m, vision) for m in models}
+    if baseline is not None and baseline not in models:
+        raise ValueError(f"--baseline {baseline!r} has no run here; models found: {', '.join(models)}")
     missing_tst = sorted(set(stress_tests) - set(runs.benchmarks))
     if missing_tst:
         raise ValueError(f"--tst given for {missing_tst}, which no run covers")
     notes: list[str] = []
-    summary, questions, filters, sweeps, panel_used, solvability = [], [], [], [], [], []
+    summary, questions, filters, sweeps, panel_used, solvability, comparison = [], [], [], [], [], [], []
     for bench in tqdm(runs.benchmarks.values(), desc="auditing", unit="benchmark", leave=False):
         scores, used = _question_scores(bench, panel, tau, max_hits, notes)
         if bench.benchmark in stress_tests:
@@ -231,6 +288,8 @@ def run_audit(run_dirs: Sequence[str | Path], panel_path: str | Path | None = No
                                         "chance": 100.0 * chance(scores["n_options"].to_numpy()[keep])})
         summary += _summary_rows(bench, scores, roles, n_resamples, confidence_level, seed)
         filters += _filter_rows(bench, scores, roles)
+        if baseline is not None:
+            comparison += _comparison_rows(bench, scores, baseline, roles, n_resamples, confidence_level, seed)
         sweeps += _sweep_rows(bench, scores)
         questions.append(scores)
         panel_used.append(used)
@@ -249,4 +308,5 @@ def run_audit(run_dirs: Sequence[str | Path], panel_path: str | Path | None = No
                  filters=_percent(pd.DataFrame(filters)),
                  sweep=_percent(pd.concat(sweeps, ignore_index=True)) if sweeps else pd.DataFrame(),
                  panel_used=pd.concat(panel_used, ignore_index=True),
-                 solvability=pd.DataFrame(solvability), stress_tests=stress_tests, notes=notes)
+                 solvability=pd.DataFrame(solvability), stress_tests=stress_tests, notes=notes,
+                 comparison=_percent_deltas(pd.DataFrame(comparison)), baseline=baseline)

@@ -25,6 +25,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--tst", nargs="+", default=[], metavar="DIR", help="`visdep tst` output folders to join")
     p.add_argument("--n-resamples", type=_positive_int, default=1000, help="bootstrap resamples (default 1000)")
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
+    p.add_argument("--baseline", metavar="MODEL",
+                   help="compare every model with this one (as in pretrained=), question by question: compare.csv "
+                        "and a report section with paired intervals of the changes in Acc_B (= BG), Acc_V and VG")
     p.set_defaults(func=_audit)
 
 
@@ -46,7 +49,8 @@ def _audit(args) -> int:
     try:
         check_out_dir(args.out)
         audit = run_audit(args.run_dirs, panel_path=args.panel, tau=args.tau, max_hits=args.max_hits,
-                          tst_dirs=args.tst, n_resamples=args.n_resamples, seed=args.seed)
+                          tst_dirs=args.tst, n_resamples=args.n_resamples, seed=args.seed,
+                          baseline=args.baseline)
         out = write_audit(audit, args.out)
     except (RunDataError, PanelError, StressTestError, OutputDirError, ValueError) as e:
         logger.error(str(e))

@@ -54,7 +54,7 @@ def _fmt(value, digits: int = 2) -> str:
 
 
 def _interval(row: pd.Series, metric: str) -> str:
-    if np.isnan(row[metric]):
+    if metric not in row or np.isnan(row[metric]):
         return "–"
     return f"{_fmt(row[metric])} [{_fmt(row[metric + '_lo'])}, {_fmt(row[metric + '_hi'])}]"
 
@@ -200,6 +200,15 @@ def _report(audit: Audit, out: Path, plots: dict[str, str], exported: dict[str, 
                   "over every VLM); dashed: the full benchmark; dotted (right axis): questions kept. Every model "
                   "in sweep.csv.", ""]
         lines += [f"![Threshold sweeps]({plots['sweeps']})", ""]
+    if not audit.comparison.empty:
+        rows = [[r["model"], _name(r["benchmark"]), r["subset"], r["n"]] +
+                [_interval(r, f"delta_{m}") for m in ("acc_blind", "acc_video", "visual_gain")]
+                for _, r in audit.comparison.iterrows()]
+        lines += [f"## Against the baseline {audit.baseline}", "",
+                  "Each model minus the baseline on the same questions (percentage points), with paired bootstrap "
+                  "intervals: ΔAcc_B is also the change of the Blind Gap (chance is shared); ΔVG = change of "
+                  "Visual Gain. An interval that excludes 0 is a change the questions support.", "",
+                  _markdown(["Model", "Benchmark", "Subset", "n", "ΔAcc_B (= ΔBG)", "ΔAcc_V", "ΔVG"], rows), ""]
     if not audit.solvability.empty:
         rows = [[_name(r.benchmark), r.subset, r.n, r.tst_solvability, r.chance]
                 for r in audit.solvability.itertuples()]
@@ -298,7 +307,8 @@ def _manifest(audit: Audit, exported: dict[str, int]) -> dict:
         "panel": {"source": audit.panel.source, "text_llms": list(audit.panel.text_llms),
                   "vlms": list(audit.panel.vlms), "held_out": list(audit.panel.held_out),
                   "inspector_llms": list(audit.panel.inspector)},
-        "tau": audit.tau, "inspector_max_hits": audit.max_hits, "n_resamples": audit.n_resamples,
+        "tau": audit.tau, "baseline": audit.baseline,
+        "inspector_max_hits": audit.max_hits, "n_resamples": audit.n_resamples,
         "confidence_level": audit.confidence_level, "seed": audit.seed, "roles": audit.roles,
         "files_used": [{"model": f.model, "model_args": f.model_args, "task": f.task, "date": f.date,
                         "results": str(f.results_path), "samples": str(f.samples_path)} for f in audit.runs.used],
@@ -314,6 +324,8 @@ def _write_all(audit: Audit, folder: Path, out: Path) -> None:
     audit.questions.to_csv(folder / "questions.csv", index=False)
     audit.filters.to_csv(folder / "filters.csv", index=False)
     audit.sweep.to_csv(folder / "sweep.csv", index=False)
+    if not audit.comparison.empty:
+        audit.comparison.to_csv(folder / "compare.csv", index=False)
     exported = {}
     for benchmark, ids in audit.grounded_ids().items():
         if not ids:
