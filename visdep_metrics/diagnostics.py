@@ -117,16 +117,21 @@ def visual_gain(correct_video: ArrayLike, correct_blind: ArrayLike) -> np.ndarra
     return accuracy(v) - accuracy(b)
 
 
+def _panel_arrays(a: ArrayLike, b: ArrayLike, empty_message: str) -> tuple[np.ndarray, np.ndarray]:
+    """Two (models, n) float arrays of one shape with at least one model."""
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    if a.ndim != 2 or a.shape != b.shape:
+        raise ValueError(f"expected two (models, n) arrays of one shape, got {a.shape} and {b.shape}")
+    if a.shape[0] == 0:
+        raise ValueError(empty_message)
+    return a, b
+
+
 def textual_evidence(correct_blind: ArrayLike, entropy_blind: ArrayLike) -> np.ndarray:
     """T(q) = 1/|M_LLM| sum_m [Correct_m(q)] * (1 - H_norm,m(q)) (paper eq. 3).
 
     correct_blind, entropy_blind: (models, n) blind results of the text-only panel."""
-    c = np.asarray(correct_blind, dtype=np.float64)
-    h = np.asarray(entropy_blind, dtype=np.float64)
-    if c.ndim != 2 or c.shape != h.shape:
-        raise ValueError(f"expected two (models, n) arrays of one shape, got {c.shape} and {h.shape}")
-    if c.shape[0] == 0:
-        raise ValueError("T(q) needs at least one text-only model")
+    c, h = _panel_arrays(correct_blind, entropy_blind, "T(q) needs at least one text-only model")
     return (c * (1.0 - h)).mean(axis=0)
 
 
@@ -134,12 +139,7 @@ def visual_necessity(p_answer_video: ArrayLike, p_answer_blind: ArrayLike, n_opt
     """V(q) = 1/|M_VLM| sum_m Delta_m(q) / (1 - 1/K), Delta_m = P_m(y*|video,q) - P_m(y*|blind,q) (eqs. 4-5).
 
     p_answer_video, p_answer_blind: (models, n) probabilities of the correct option for the VLM panel."""
-    pv = np.asarray(p_answer_video, dtype=np.float64)
-    pb = np.asarray(p_answer_blind, dtype=np.float64)
-    if pv.ndim != 2 or pv.shape != pb.shape:
-        raise ValueError(f"expected two (models, n) arrays of one shape, got {pv.shape} and {pb.shape}")
-    if pv.shape[0] == 0:
-        raise ValueError("V(q) needs at least one vision-language model")
+    pv, pb = _panel_arrays(p_answer_video, p_answer_blind, "V(q) needs at least one vision-language model")
     k = check_n_options(n_options, pv.shape[1])
     return (pv - pb).mean(axis=0) / (1.0 - 1.0 / k)
 
