@@ -179,3 +179,56 @@ def test_out_folder_that_is_not_an_audit_is_left_alone(tmp_path, capsys):
     assert main(["audit", str(tmp_path / "runs"), "--out", str(out)]) == 2
     assert "is not an earlier visdep audit output" in capsys.readouterr().err
     assert [p.name for p in out.iterdir()] == ["notes.txt"]
+
+
+# --------------------------------------------------------------------------- reading in worker processes
+def varied_tree(root):
+    """Three models on AccidentBench-like questions (K varies, categories), one file stringified (careful read)."""
+    rng = np.random.default_rng(3)
+    ks = rng.integers(2, 7, 40)
+    answers = rng.integers(0, ks)
+    categories = [["spatial", "temporal", None][i % 3] for i in range(40)]
+
+    def records(mode):
+        return [visdep_record(f"ab-{i}", "accidentbench", mode, answers[i], rng.normal(-2, 1, k),
+                              category=categories[i]) for i, k in enumerate(ks)]
+
+    for model in ("org/a", "org/b", "org/c"):
+        write_run(root, model, {"accidentbench_blind": records("blind"), "accidentbench_video": records("video")})
+    path = next((root / "org__c").glob("*_samples_accidentbench_video.jsonl"))
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    path.write_text("".join(json.dumps({**s, "visdep": json.dumps(s["visdep"])}) + "\n" for s in lines))
+    return root
+
+
+def test_worker_processes_read_what_this_process_reads(tmp_path, monkeypatch):
+    import gc
+
+    from visdep_metrics import runs as runs_module
+
+    root = varied_tree(tmp_path / "runs")
+    serial = load_runs([root]).benchmarks["accidentbench"]
+    monkeypatch.setattr(runs_module, "PARALLEL_READ_BYTES", 0)
+    files, _ = runs_module.find_run_files([root])
+    if runs_module._worker_count(files) < 2:
+        pytest.skip("one usable core: the reader does not fork")
+    parallel = load_runs([root]).benchmarks["accidentbench"]
+    assert gc.isenabled()
+    assert parallel.questions.equals(serial.questions)
+    assert parallel.questions["category"].tolist()[:2] == ["spatial", "temporal"]
+    assert parallel.questions["category"].isna().tolist()[:3] == [False, False, True]
+    for name in ("correct_blind", "p_answer_blind", "entropy_blind", "correct_video", "p_answer_video"):
+        np.testing.assert_array_equal(getattr(parallel, name), getattr(serial, name), err_msg=name)
+
+
+def test_an_error_in_a_worker_process_names_the_file_and_line(tmp_path, monkeypatch):
+    from visdep_metrics import runs as runs_module
+
+    root = varied_tree(tmp_path / "runs")
+    path = next((root / "org__b").glob("*_samples_accidentbench_blind.jsonl"))
+    lines = path.read_text().splitlines()
+    lines[7] = lines[7].replace('"option_logprobs": [', '"option_logprobs": [NaN, ', 1)
+    path.write_text("\n".join(lines) + "\n")
+    monkeypatch.setattr(runs_module, "PARALLEL_READ_BYTES", 0)
+    with pytest.raises(RunDataError, match=f"{path}:8: question 'ab-7': non-finite option log-probabilities"):
+        load_runs([root])
