@@ -8,6 +8,7 @@ from __future__ import annotations
 import time
 import zlib
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from tqdm.auto import tqdm
 
 from visdep_metrics.diagnostics import (
     bootstrap_mean_intervals,
+    bootstrap_settings,
     chance,
     shortcut_score,
     subset_diagnostics,
@@ -34,7 +36,7 @@ from visdep_metrics.filters import (
 )
 from visdep_metrics.nonvisual import StressTest, align_stress_test, read_stress_test
 from visdep_metrics.panels import Panel, check_panel, inferred_panel, load_panel
-from visdep_metrics.runs import BenchmarkResults, RunSet, load_runs
+from visdep_metrics.runs import BenchmarkResults, RunSet, load_runs, usable_cores
 
 METRICS = ("acc_blind", "acc_video", "blind_gap", "visual_gain")
 ALL = "all"
@@ -66,6 +68,20 @@ class Audit:
         q = self.questions[self.questions["grounded"].fillna(False).astype(bool)]
         scored = self.questions.loc[self.questions["S"].notna(), "benchmark"].unique()
         return {b: q.loc[q["benchmark"] == b, "question_id"].tolist() for b in scored}
+
+
+@dataclass
+class _BenchmarkPart:
+    """One benchmark's share of the audit's tables (rows, or frames to concatenate), in benchmark order."""
+
+    summary: list = field(default_factory=list)
+    questions: list = field(default_factory=list)
+    filters: list = field(default_factory=list)
+    sweeps: list = field(default_factory=list)
+    panel_used: list = field(default_factory=list)
+    solvability: list = field(default_factory=list)
+    comparison: list = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
 
 
 def _rng(seed: int, *key: str) -> np.random.Generator:
@@ -241,6 +257,33 @@ def _percent_deltas(frame: pd.DataFrame) -> pd.DataFrame:
     return frame
 
 
+def _audit_benchmark(bench: BenchmarkResults, part: _BenchmarkPart, panel: Panel, tau: float, max_hits: int,
+                     roles: dict[str, str], stress_tests: dict[str, StressTest], n_resamples: int,
+                     confidence_level: float, seed: int, baseline: str | None) -> None:
+    """Every table's rows of one benchmark, into `part`."""
+    scores, used = _question_scores(bench, panel, tau, max_hits, part.notes)
+    if bench.benchmark in stress_tests:
+        test = stress_tests[bench.benchmark]
+        aligned = align_stress_test(test, scores["question_id"], scores["n_options"])
+        scores["s_tst"] = aligned["s"].to_numpy()
+        scores["tst_correct"] = aligned["correct"].to_numpy().astype(int)
+        for subset, keep in (("full", np.ones(len(scores), dtype=bool)),
+                             ("grounded", scores["grounded"].fillna(False).to_numpy(dtype=bool))):
+            if keep.any():
+                part.solvability.append({"benchmark": bench.benchmark, "subset": subset, "n": int(keep.sum()),
+                                         "tst_solvability": 100.0 * scores["tst_correct"].to_numpy()[keep].mean(),
+                                         "chance": 100.0 * chance(scores["n_options"].to_numpy()[keep])})
+    part.summary += _summary_rows(bench, scores, roles, n_resamples, confidence_level, seed)
+    part.filters += _filter_rows(bench, scores, roles)
+    if baseline is not None:
+        part.comparison += _comparison_rows(bench, scores, baseline, roles, n_resamples, confidence_level, seed)
+    part.sweeps += _sweep_rows(bench, scores)
+    part.questions.append(scores)
+    part.panel_used.append(used)
+    if scores["S"].notna().all() and not scores["grounded"].any():
+        part.notes.append(f"{bench.benchmark}: no question has S(q) <= {tau:g}: no grounded subset or task")
+
+
 def run_audit(run_dirs: Sequence[str | Path], panel_path: str | Path | None = None, tau: float | None = None,
               max_hits: int | None = None, tst_dirs: Sequence[str | Path] = (), n_resamples: int = 1000,
               confidence_level: float = 0.95, seed: int = 0, baseline: str | None = None) -> Audit:
@@ -271,30 +314,20 @@ def run_audit(run_dirs: Sequence[str | Path], panel_path: str | Path | None = No
     missing_tst = sorted(set(stress_tests) - set(runs.benchmarks))
     if missing_tst:
         raise ValueError(f"--tst given for {missing_tst}, which no run covers")
-    notes: list[str] = []
-    summary, questions, filters, sweeps, panel_used, solvability, comparison = [], [], [], [], [], [], []
-    for bench in tqdm(runs.benchmarks.values(), desc="auditing", unit="benchmark", leave=False):
-        scores, used = _question_scores(bench, panel, tau, max_hits, notes)
-        if bench.benchmark in stress_tests:
-            test = stress_tests[bench.benchmark]
-            aligned = align_stress_test(test, scores["question_id"], scores["n_options"])
-            scores["s_tst"] = aligned["s"].to_numpy()
-            scores["tst_correct"] = aligned["correct"].to_numpy().astype(int)
-            for subset, keep in (("full", np.ones(len(scores), dtype=bool)),
-                                 ("grounded", scores["grounded"].fillna(False).to_numpy(dtype=bool))):
-                if keep.any():
-                    solvability.append({"benchmark": bench.benchmark, "subset": subset, "n": int(keep.sum()),
-                                        "tst_solvability": 100.0 * scores["tst_correct"].to_numpy()[keep].mean(),
-                                        "chance": 100.0 * chance(scores["n_options"].to_numpy()[keep])})
-        summary += _summary_rows(bench, scores, roles, n_resamples, confidence_level, seed)
-        filters += _filter_rows(bench, scores, roles)
-        if baseline is not None:
-            comparison += _comparison_rows(bench, scores, baseline, roles, n_resamples, confidence_level, seed)
-        sweeps += _sweep_rows(bench, scores)
-        questions.append(scores)
-        panel_used.append(used)
-        if scores["S"].notna().all() and not scores["grounded"].any():
-            notes.append(f"{bench.benchmark}: no question has S(q) <= {tau:g}: no grounded subset or task")
+    parts = [_BenchmarkPart() for _ in runs.benchmarks]
+
+    # Benchmarks are independent and the bootstrap's numpy work releases the GIL: one thread per core.
+    with (bootstrap_settings(),
+          ThreadPoolExecutor(max_workers=max(1, min(len(parts), usable_cores()))) as pool):
+        jobs = [pool.submit(_audit_benchmark, bench, part, panel, tau, max_hits, roles, stress_tests, n_resamples,
+                            confidence_level, seed, baseline)
+                for bench, part in zip(runs.benchmarks.values(), parts, strict=True)]
+        for job in tqdm(as_completed(jobs), total=len(jobs), desc="auditing", unit="benchmark", leave=False):
+            job.result()
+    notes = [note for part in parts for note in part.notes]
+    summary, questions, filters, sweeps, panel_used, solvability, comparison = (
+        [row for part in parts for row in getattr(part, name)]
+        for name in ("summary", "questions", "filters", "sweeps", "panel_used", "solvability", "comparison"))
     question_columns = ["benchmark", "question_id", "category", "source", "n_options", "answer_index", "T", "V", "S",
                         "grounded", "inspector_hits", "kept_llm_inspector", "kept_b_clean", "s_tst", "tst_correct"]
     questions_table = pd.concat(questions, ignore_index=True)

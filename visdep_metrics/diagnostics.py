@@ -12,6 +12,7 @@ Nothing here reads files or imports torch / lmms-eval.
 from __future__ import annotations
 
 import warnings
+from contextlib import contextmanager
 
 import numpy as np
 import scipy.stats
@@ -168,6 +169,19 @@ def subset_diagnostics(keep: ArrayLike, correct_blind: ArrayLike, correct_video:
             "acc_blind": acc_b, "acc_video": acc_v, "blind_gap": acc_b - acc_random, "visual_gain": acc_v - acc_b}
 
 
+@contextmanager
+def bootstrap_settings():
+    """The process-wide settings `bootstrap_mean_intervals` runs under. Neither threadpool limits nor warning
+    filters are per thread, so callers that bootstrap from several threads enter this once around them.
+
+    - one BLAS thread: the products are small, and OpenBLAS's spinning threads slow to a crawl on a busy machine;
+    - no DegenerateDataWarning: a group absent from a resample has no mean there, its interval is NaN as documented.
+    """
+    with warnings.catch_warnings(), threadpool_limits(1, user_api="blas"):
+        warnings.simplefilter("ignore", scipy.stats.DegenerateDataWarning)
+        yield
+
+
 def bootstrap_mean_intervals(values: ArrayLike, groups: ArrayLike | None = None, n_resamples: int = 1000,
                              confidence_level: float = 0.95,
                              seed: int | np.random.Generator = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -222,10 +236,7 @@ def bootstrap_mean_intervals(values: ArrayLike, groups: ArrayLike | None = None,
 
         batch = int(max(1, min(n_resamples, _BOOTSTRAP_BATCH_ELEMENTS // n)))
         rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
-        # One BLAS thread: the products are small, and OpenBLAS's spinning threads slow to a crawl on a busy machine.
-        with warnings.catch_warnings(), threadpool_limits(1, user_api="blas"):
-            # a group absent from a resample has no mean there: its interval is NaN, as documented
-            warnings.simplefilter("ignore", scipy.stats.DegenerateDataWarning)
+        with bootstrap_settings():
             result = scipy.stats.bootstrap((rank,), group_means, n_resamples=n_resamples, batch=batch,
                                            vectorized=True, method="percentile", confidence_level=confidence_level,
                                            rng=rng)

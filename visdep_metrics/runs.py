@@ -433,9 +433,14 @@ def read_task_run(run: RunFile) -> TaskRun:
                    entropy=normalised_entropy(probabilities, k)[order])
 
 
+def usable_cores() -> int:
+    """Cores this process may run on (its CPU affinity where the platform tells it)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
 def _worker_count(files: Sequence[RunFile]) -> int:
     """Processes to read with: one per usable core, but none for small trees (forking costs more there)."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    cores = usable_cores()
     size = sum(f.samples_path.stat().st_size for f in files)
     if cores < 2 or len(files) < 2 or size < PARALLEL_READ_BYTES or "fork" not in mp.get_all_start_methods():
         return 1

@@ -194,3 +194,23 @@ def test_report_names_the_files_used_and_replaced(tmp_path):
     assert json.loads((out / "audit.json").read_text())["replaced"] == [{"replaced": str(old_file),
                                                                           "by": str(new_file)}]
     assert pd.read_csv(out / "summary.csv")["acc_blind"].tolist() == [100.0]
+
+
+def test_benchmarks_audited_side_by_side_equal_each_audited_alone(tmp_path):
+    import warnings
+
+    rng = np.random.default_rng(11)
+    sizes = {"mmau": (60, [5]), "vru_accident": (48, [4]), "accidentbench": (50, [2, 4, 6])}
+    for bench, (n, ks) in sizes.items():
+        k = rng.choice(ks, n).tolist()
+        for model in ("org/vlm-a", "org/vlm-b"):
+            write_run(tmp_path / "all", model, {
+                f"{bench}_{mode}": records_from_correct(bench, mode, rng.integers(0, 2, n), k)
+                for mode in ("blind", "video")}, subfolder=f"{model.replace('/', '__')}_{bench}")
+    filters = list(warnings.filters)
+    together = run_audit([tmp_path / "all"], n_resamples=300).summary
+    assert warnings.filters == filters
+    alone = pd.concat([run_audit(sorted((tmp_path / "all").glob(f"*_{bench}")), n_resamples=300).summary
+                       for bench in ("mmau", "vru_accident", "accidentbench")], ignore_index=True)
+    assert together["benchmark"].unique().tolist() == ["mmau", "vru_accident", "accidentbench"]
+    pd.testing.assert_frame_equal(together, alone)
