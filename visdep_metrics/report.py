@@ -8,20 +8,25 @@ leaves no half-written output. An existing OUT is replaced only if it holds an e
 from __future__ import annotations
 
 import json
+import multiprocessing as mp
 import shutil
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.csv as pa_csv
 from loguru import logger
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
 
 from lmms_eval_tasks.export import write_subset_tasks
 from visdep_metrics.audit import Audit
 from visdep_metrics.filters import SWEEP_SIGNALS
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 MANIFEST = "audit.json"
 GROUNDED_SUFFIX = "grounded"
@@ -227,15 +232,44 @@ def _report(audit: Audit, out: Path, plots: dict[str, str], exported: dict[str, 
 
 
 # --------------------------------------------------------------------------- plots
-def _save(figure: Figure, path: Path) -> None:
-    FigureCanvasAgg(figure)
-    figure.savefig(path, dpi=100)
+PLOTS = {"diagnostic_space": "diagnostic_space.png", "sweeps": "sweeps.png"}
 
 
-def _diagnostic_space(audit: Audit, path: Path) -> bool:
+def _planned_plots(audit: Audit) -> dict[str, str]:
+    """The plots the audit has data for: name -> file name."""
+    has_video = (audit.summary["category"] == "all") & audit.summary["acc_video"].notna()
+    planned = {"diagnostic_space": bool(has_video.any()), "sweeps": not audit.sweep.empty}
+    return {name: PLOTS[name] for name, drawn in planned.items() if drawn}
+
+
+def _draw_plots(audit: Audit, folder: Path, plots: dict[str, str]) -> None:
+    # matplotlib is imported here, in the process that draws: the rest of the audit does without it.
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    figures = {"diagnostic_space": _diagnostic_space, "sweeps": _sweep_figure}
+    for name, file_name in plots.items():
+        figure = figures[name](audit)
+        FigureCanvasAgg(figure)
+        figure.savefig(folder / file_name, dpi=100)
+
+
+def _start_drawing(audit: Audit, folder: Path, plots: dict[str, str]) -> mp.Process | None:
+    """Draw the plots in a forked process, beside the writing of the tables (drawing is a second of one core);
+    in this process where the platform cannot fork. Returns the process to join."""
+    if not plots:
+        return None
+    if "fork" not in mp.get_all_start_methods():
+        _draw_plots(audit, folder, plots)
+        return None
+    child = mp.get_context("fork").Process(target=_draw_plots, args=(audit, folder, plots), name="visdep-plots")
+    child.start()
+    return child
+
+
+def _diagnostic_space(audit: Audit) -> Figure:
+    from matplotlib.figure import Figure
+
     overall = audit.summary[(audit.summary["category"] == "all") & audit.summary["acc_video"].notna()]
-    if overall.empty:
-        return False
     means = overall.groupby(["benchmark", "subset"])[["blind_gap", "visual_gain", "acc_video"]].mean()
     figure = Figure(figsize=(6, 5))
     ax = figure.add_subplot()
@@ -256,14 +290,13 @@ def _diagnostic_space(audit: Audit, path: Path) -> bool:
     ax.set_xlabel("Blind Gap (%) ↓")
     ax.set_ylabel("Visual Gain (%) ↑")
     ax.set_title("Diagnostic space (mean over VLMs; size ∝ Acc_V)")
-    _save(figure, path)
-    return True
+    return figure
 
 
-def _sweep_figure(audit: Audit, path: Path) -> bool:
+def _sweep_figure(audit: Audit) -> Figure:
     """The paper's figure 4: one row per benchmark, one column per signal (T, -V, S)."""
-    if audit.sweep.empty:
-        return False
+    from matplotlib.figure import Figure
+
     benchmarks = [b for b in DISPLAY if b in set(audit.sweep["benchmark"])]
     height = 3.2 * len(benchmarks)
     figure = Figure(figsize=(4.8 * len(SWEEP_SIGNALS), height))
@@ -297,8 +330,7 @@ def _sweep_figure(audit: Audit, path: Path) -> bool:
             kept.set_ylabel("# kept")
             if row == col == 0:
                 ax.legend(fontsize=8, loc="best")
-    _save(figure, path)
-    return True
+    return figure
 
 
 # --------------------------------------------------------------------------- writing
@@ -319,27 +351,34 @@ def _manifest(audit: Audit, exported: dict[str, int]) -> dict:
     }
 
 
+def _write_csv(frame: pd.DataFrame, path: Path) -> None:
+    """pyarrow's writer: a tenth of DataFrame.to_csv's time on questions.csv (booleans come out as true/false)."""
+    pa_csv.write_csv(pa.Table.from_pandas(frame, preserve_index=False), path,
+                     write_options=pa_csv.WriteOptions(quoting_style="needed"))
+
+
 def _write_all(audit: Audit, folder: Path, out: Path) -> None:
-    audit.summary.to_csv(folder / "summary.csv", index=False)
-    audit.questions.to_csv(folder / "questions.csv", index=False)
-    audit.filters.to_csv(folder / "filters.csv", index=False)
-    audit.sweep.to_csv(folder / "sweep.csv", index=False)
-    if not audit.comparison.empty:
-        audit.comparison.to_csv(folder / "compare.csv", index=False)
-    exported = {}
-    for benchmark, ids in audit.grounded_ids().items():
-        if not ids:
-            continue
-        write_subset_tasks(folder / "tasks", benchmark, ids, GROUNDED_SUFFIX,
-                           description=f"Grounded subset of the visdep audit: S(q) <= {audit.tau:g}.")
-        exported[benchmark] = len(ids)
-    plots = {}
-    if _diagnostic_space(audit, folder / "diagnostic_space.png"):
-        plots["diagnostic_space"] = "diagnostic_space.png"
-    if _sweep_figure(audit, folder / "sweeps.png"):
-        plots["sweeps"] = "sweeps.png"
-    (folder / "report.md").write_text(_report(audit, out, plots, exported), encoding="utf-8")
-    (folder / MANIFEST).write_text(json.dumps(_manifest(audit, exported), indent=2), encoding="utf-8")
+    plots = _planned_plots(audit)
+    drawing = _start_drawing(audit, folder, plots)
+    try:
+        for name, table in (("summary", audit.summary), ("questions", audit.questions), ("filters", audit.filters),
+                            ("sweep", audit.sweep), ("compare", audit.comparison)):
+            if name != "compare" or not table.empty:
+                _write_csv(table, folder / f"{name}.csv")
+        exported = {}
+        for benchmark, ids in audit.grounded_ids().items():
+            if not ids:
+                continue
+            write_subset_tasks(folder / "tasks", benchmark, ids, GROUNDED_SUFFIX,
+                               description=f"Grounded subset of the visdep audit: S(q) <= {audit.tau:g}.")
+            exported[benchmark] = len(ids)
+        (folder / "report.md").write_text(_report(audit, out, plots, exported), encoding="utf-8")
+        (folder / MANIFEST).write_text(json.dumps(_manifest(audit, exported), indent=2), encoding="utf-8")
+    finally:
+        if drawing is not None:
+            drawing.join()
+    if drawing is not None and drawing.exitcode != 0:
+        raise RuntimeError(f"drawing the plots failed (exit code {drawing.exitcode}); its error is printed above")
 
 
 def write_audit(audit: Audit, out: str | Path) -> Path:

@@ -137,6 +137,19 @@ def test_report_and_outputs(toy_tree, tmp_path):
     assert (out / "report.md").read_text() == report
 
 
+def test_plots_that_fail_to_draw_fail_the_audit_and_write_nothing(toy_tree, tmp_path, monkeypatch):
+    from visdep_metrics import report
+
+    def broken(figure_audit):
+        raise ValueError("no ink")
+
+    audit = run_audit([toy_tree], n_resamples=20)
+    monkeypatch.setattr(report, "_sweep_figure", broken)  # the forked drawing process inherits it
+    with pytest.raises(RuntimeError, match="drawing the plots failed"):
+        write_audit(audit, tmp_path / "audit")
+    assert [p.name for p in tmp_path.iterdir()] == [toy_tree.name]  # neither OUT nor its staging folder
+
+
 def test_grounded_subset_joined_with_tst_scores(toy_runs, tmp_path):
     tst = tmp_path / "tst_mmau"
     tst.mkdir()
