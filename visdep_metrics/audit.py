@@ -36,7 +36,8 @@ from visdep_metrics.filters import (
 )
 from visdep_metrics.nonvisual import StressTest, align_stress_test, read_stress_test
 from visdep_metrics.panels import Panel, check_panel, inferred_panel, load_panel
-from visdep_metrics.runs import BenchmarkResults, RunSet, load_runs, usable_cores
+from visdep_metrics.parallel import usable_cores
+from visdep_metrics.runs import BenchmarkResults, RunSet, load_runs
 
 METRICS = ("acc_blind", "acc_video", "blind_gap", "visual_gain")
 ALL = "all"

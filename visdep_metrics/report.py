@@ -8,10 +8,10 @@ leaves no half-written output. An existing OUT is replaced only if it holds an e
 from __future__ import annotations
 
 import json
-import multiprocessing as mp
 import shutil
 import tempfile
 import time
+from multiprocessing.process import BaseProcess
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -24,6 +24,7 @@ from loguru import logger
 from lmms_eval_tasks.export import write_subset_tasks
 from visdep_metrics.audit import Audit
 from visdep_metrics.filters import SWEEP_SIGNALS
+from visdep_metrics.parallel import fork_context
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -253,15 +254,16 @@ def _draw_plots(audit: Audit, folder: Path, plots: dict[str, str]) -> None:
         figure.savefig(folder / file_name, dpi=100)
 
 
-def _start_drawing(audit: Audit, folder: Path, plots: dict[str, str]) -> mp.Process | None:
+def _start_drawing(audit: Audit, folder: Path, plots: dict[str, str]) -> BaseProcess | None:
     """Draw the plots in a forked process, beside the writing of the tables (drawing is a second of one core);
     in this process where the platform cannot fork. Returns the process to join."""
     if not plots:
         return None
-    if "fork" not in mp.get_all_start_methods():
+    context = fork_context()
+    if context is None:
         _draw_plots(audit, folder, plots)
         return None
-    child = mp.get_context("fork").Process(target=_draw_plots, args=(audit, folder, plots), name="visdep-plots")
+    child = context.Process(target=_draw_plots, args=(audit, folder, plots), name="visdep-plots")
     child.start()
     return child
 

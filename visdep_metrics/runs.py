@@ -27,8 +27,6 @@ import gc
 import glob
 import json
 import math
-import multiprocessing as mp
-import os
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
@@ -47,6 +45,7 @@ from tqdm.auto import tqdm
 
 from lmms_eval_tasks.loaders import BENCHMARKS
 from visdep_metrics.diagnostics import answer_probability, normalised_entropy, option_probabilities, predicted_index
+from visdep_metrics.parallel import fork_context, usable_cores
 
 RESULTS_SUFFIX = "_results.json"
 MODES = ("blind", "video")
@@ -433,16 +432,11 @@ def read_task_run(run: RunFile) -> TaskRun:
                    entropy=normalised_entropy(probabilities, k)[order])
 
 
-def usable_cores() -> int:
-    """Cores this process may run on (its CPU affinity where the platform tells it)."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-
-
 def _worker_count(files: Sequence[RunFile]) -> int:
     """Processes to read with: one per usable core, but none for small trees (forking costs more there)."""
     cores = usable_cores()
     size = sum(f.samples_path.stat().st_size for f in files)
-    if cores < 2 or len(files) < 2 or size < PARALLEL_READ_BYTES or "fork" not in mp.get_all_start_methods():
+    if cores < 2 or len(files) < 2 or size < PARALLEL_READ_BYTES or fork_context() is None:
         return 1
     return min(cores, len(files))
 
@@ -452,8 +446,8 @@ def _read_all(files: Sequence[RunFile]) -> list[TaskRun]:
     progress = {"total": len(files), "desc": "reading samples", "unit": "file", "leave": False}
     if workers == 1:
         return [read_task_run(f) for f in tqdm(files, **progress)]
-    # fork: the workers start at once with this process's imports; a worker's RunDataError comes back as it is.
-    with ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("fork")) as pool:
+    # a worker's RunDataError comes back as it is
+    with ProcessPoolExecutor(max_workers=workers, mp_context=fork_context()) as pool:
         return list(tqdm(pool.map(read_task_run, files), **progress))
 
 

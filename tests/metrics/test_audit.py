@@ -227,3 +227,21 @@ def test_benchmarks_audited_side_by_side_equal_each_audited_alone(tmp_path):
                        for bench in ("mmau", "vru_accident", "accidentbench")], ignore_index=True)
     assert together["benchmark"].unique().tolist() == ["mmau", "vru_accident", "accidentbench"]
     pd.testing.assert_frame_equal(together, alone)
+
+
+def test_where_forking_is_unsafe_everything_runs_in_this_process(toy_tree, tmp_path, monkeypatch):
+    import multiprocessing
+
+    from visdep_metrics import report, runs
+
+    monkeypatch.setattr(runs, "PARALLEL_READ_BYTES", 0)
+    for module in (runs, report):
+        monkeypatch.setattr(module, "fork_context", lambda: None)
+
+    def refuse(process):
+        raise AssertionError(f"{process.name} was started")
+
+    monkeypatch.setattr(multiprocessing.process.BaseProcess, "start", refuse)
+    out = write_audit(run_audit([toy_tree], n_resamples=20), tmp_path / "audit")
+    for name in ("diagnostic_space.png", "sweeps.png"):
+        assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
