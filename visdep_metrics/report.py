@@ -277,18 +277,23 @@ def _diagnostic_space(audit: Audit) -> Figure:
     ax = figure.add_subplot()
     ax.axhline(0, color="0.7", lw=0.8)
     ax.axvline(0, color="0.7", lw=0.8)
+    # A legend, not labels at the points: benchmarks often sit close together, and labels there overlap.
+    handles = []
     for i, benchmark in enumerate(b for b in DISPLAY if (b, "full") in means.index):
         color = f"C{i}"
         full = means.loc[(benchmark, "full")]
-        ax.scatter(full["blind_gap"], full["visual_gain"], s=8 * full["acc_video"], color=color, alpha=0.6)
-        ax.annotate(_name(benchmark), (full["blind_gap"], full["visual_gain"]), ha="center", va="center", fontsize=8)
+        handles.append(ax.scatter(full["blind_gap"], full["visual_gain"], s=8 * full["acc_video"], color=color,
+                                  alpha=0.6, label=_name(benchmark)))
         if (benchmark, "grounded") in means.index:
             g = means.loc[(benchmark, "grounded")]
             ax.scatter(g["blind_gap"], g["visual_gain"], s=8 * g["acc_video"], facecolor="none", edgecolor=color)
             ax.annotate("", (g["blind_gap"], g["visual_gain"]), (full["blind_gap"], full["visual_gain"]),
                         arrowprops={"arrowstyle": "->", "color": color})
-            ax.annotate(f"G-{_name(benchmark)}", (g["blind_gap"], g["visual_gain"]), ha="center", va="bottom",
-                        fontsize=8, color=color)
+    if any(subset == "grounded" for _, subset in means.index):
+        handles.append(ax.scatter([], [], s=60, facecolor="none", edgecolor="0.3", label="its grounded subset"))
+    legend = ax.legend(handles=handles, fontsize=8, loc="best")
+    for handle in legend.legend_handles:
+        handle.set_sizes([60])  # one marker size in the legend; at the points, size is Acc_V
     ax.set_xlabel("Blind Gap (%) ↓")
     ax.set_ylabel("Visual Gain (%) ↑")
     ax.set_title("Diagnostic space (mean over VLMs; size ∝ Acc_V)")

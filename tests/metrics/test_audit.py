@@ -9,6 +9,7 @@ import pytest
 
 from tests.metrics.conftest import records_from_correct, visdep_record, write_run
 from tests.metrics.test_diagnostics import ANSWER, L1, L2, V1_BLIND, V1_VIDEO, h_norm
+from visdep_metrics import report as report_module
 from visdep_metrics.audit import run_audit
 from visdep_metrics.cli import main
 from visdep_metrics.nonvisual import StressTestError
@@ -130,6 +131,8 @@ def test_report_and_outputs(toy_tree, tmp_path):
     assert f"| Average VLM | {s['acc_blind'].mean():.2f} | {s['acc_video'].mean():.2f} |" in report
     for name in ("diagnostic_space.png", "sweeps.png"):
         assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    legend = report_module._diagnostic_space(audit).axes[0].get_legend()
+    assert [t.get_text() for t in legend.get_texts()] == ["MM-AU", "its grounded subset"]
     manifest = json.loads((out / "audit.json").read_text())
     assert len(manifest["files_used"]) == 8 and manifest["tau"] == 0.3
     # writing again into an earlier audit output replaces it
