@@ -43,7 +43,7 @@ def _audit(args) -> int:
     from visdep_metrics.audit import run_audit
     from visdep_metrics.nonvisual import StressTestError
     from visdep_metrics.panels import PanelError
-    from visdep_metrics.report import OutputDirError, check_out_dir, write_audit
+    from visdep_metrics.report import OutputDirError, PlotError, check_out_dir, write_audit
     from visdep_metrics.runs import RunDataError
 
     try:
@@ -52,7 +52,7 @@ def _audit(args) -> int:
                           tst_dirs=args.tst, n_resamples=args.n_resamples, seed=args.seed,
                           baseline=args.baseline)
         out = write_audit(audit, args.out)
-    except (RunDataError, PanelError, StressTestError, OutputDirError, ValueError) as e:
+    except (RunDataError, PanelError, StressTestError, OutputDirError, PlotError, ValueError) as e:
         logger.error(str(e))
         print(f"visdep audit: error: {e}", file=sys.stderr)
         return 2

@@ -41,6 +41,10 @@ class OutputDirError(ValueError):
     """OUT exists and is not an earlier audit output."""
 
 
+class PlotError(RuntimeError):
+    """The process drawing the plots failed (it printed its own traceback)."""
+
+
 def check_out_dir(out: str | Path) -> Path:
     """OUT may be new, empty, or an earlier audit output (which will be replaced)."""
     out = Path(out)
@@ -236,10 +240,14 @@ def _report(audit: Audit, out: Path, plots: dict[str, str], exported: dict[str, 
 PLOTS = {"diagnostic_space": "diagnostic_space.png", "sweeps": "sweeps.png"}
 
 
+def _overall_video_rows(audit: Audit) -> pd.DataFrame:
+    """Summary rows over all categories of models with video runs: the points of the diagnostic space."""
+    return audit.summary[(audit.summary["category"] == "all") & audit.summary["acc_video"].notna()]
+
+
 def _planned_plots(audit: Audit) -> dict[str, str]:
     """The plots the audit has data for: name -> file name."""
-    has_video = (audit.summary["category"] == "all") & audit.summary["acc_video"].notna()
-    planned = {"diagnostic_space": bool(has_video.any()), "sweeps": not audit.sweep.empty}
+    planned = {"diagnostic_space": not _overall_video_rows(audit).empty, "sweeps": not audit.sweep.empty}
     return {name: PLOTS[name] for name, drawn in planned.items() if drawn}
 
 
@@ -271,8 +279,8 @@ def _start_drawing(audit: Audit, folder: Path, plots: dict[str, str]) -> BasePro
 def _diagnostic_space(audit: Audit) -> Figure:
     from matplotlib.figure import Figure
 
-    overall = audit.summary[(audit.summary["category"] == "all") & audit.summary["acc_video"].notna()]
-    means = overall.groupby(["benchmark", "subset"])[["blind_gap", "visual_gain", "acc_video"]].mean()
+    points = _overall_video_rows(audit).groupby(["benchmark", "subset"])
+    means = points[["blind_gap", "visual_gain", "acc_video"]].mean()
     figure = Figure(figsize=(6, 5))
     ax = figure.add_subplot()
     ax.axhline(0, color="0.7", lw=0.8)
@@ -368,10 +376,12 @@ def _write_all(audit: Audit, folder: Path, out: Path) -> None:
     plots = _planned_plots(audit)
     drawing = _start_drawing(audit, folder, plots)
     try:
-        for name, table in (("summary", audit.summary), ("questions", audit.questions), ("filters", audit.filters),
-                            ("sweep", audit.sweep), ("compare", audit.comparison)):
-            if name != "compare" or not table.empty:
-                _write_csv(table, folder / f"{name}.csv")
+        tables = {"summary": audit.summary, "questions": audit.questions, "filters": audit.filters,
+                  "sweep": audit.sweep}
+        if not audit.comparison.empty:
+            tables["compare"] = audit.comparison
+        for name, table in tables.items():
+            _write_csv(table, folder / f"{name}.csv")
         exported = {}
         for benchmark, ids in audit.grounded_ids().items():
             if not ids:
@@ -385,7 +395,7 @@ def _write_all(audit: Audit, folder: Path, out: Path) -> None:
         if drawing is not None:
             drawing.join()
     if drawing is not None and drawing.exitcode != 0:
-        raise RuntimeError(f"drawing the plots failed (exit code {drawing.exitcode}); its error is printed above")
+        raise PlotError(f"drawing the plots failed (exit code {drawing.exitcode}); its error is printed above")
 
 
 def write_audit(audit: Audit, out: str | Path) -> Path:

@@ -148,7 +148,7 @@ def test_plots_that_fail_to_draw_fail_the_audit_and_write_nothing(toy_tree, tmp_
 
     audit = run_audit([toy_tree], n_resamples=20)
     monkeypatch.setattr(report, "_sweep_figure", broken)  # the forked drawing process inherits it
-    with pytest.raises(RuntimeError, match="drawing the plots failed"):
+    with pytest.raises(report.PlotError, match="drawing the plots failed"):
         write_audit(audit, tmp_path / "audit")
     assert [p.name for p in tmp_path.iterdir()] == [toy_tree.name]  # neither OUT nor its staging folder
 
