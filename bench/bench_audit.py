@@ -162,7 +162,7 @@ def main() -> int:
     log = work / "audit.log"
     start = time.perf_counter()
     with open(log, "w") as stderr:
-        child = subprocess.Popen([sys.executable, "-m", "visdep_metrics.cli", "audit", str(runs), "--panel",
+        child = subprocess.Popen([sys.executable, "-m", "visdep_metrics.cli.main", "audit", str(runs), "--panel",
                                   str(panel), "--out", str(out)], stdout=subprocess.DEVNULL, stderr=stderr)
         sampler = TreeMemory(child.pid)
         sampler.start()

@@ -18,7 +18,7 @@ import numpy as np
 from sklearn.ensemble import RandomForestClassifier
 
 from lmms_eval_tasks.loaders import load_benchmark
-from visdep_metrics.tst import TstConfig, _stat_keys, cross_validation_setup, fold_design
+from visdep_metrics.tst.stress_test import TstConfig, _stat_keys, cross_validation_setup, fold_design
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "benchmarks"
 

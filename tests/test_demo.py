@@ -15,7 +15,7 @@ pytestmark = pytest.mark.slow
 
 def test_demo_runs_every_stage(tmp_path):
     out = tmp_path / "demo"
-    proc = subprocess.run([sys.executable, "-m", "visdep_metrics.cli", "demo", "--out", str(out), "--no-smollm2",
+    proc = subprocess.run([sys.executable, "-m", "visdep_metrics.cli.main", "demo", "--out", str(out), "--no-smollm2",
                            "--max-frames", "4"], env=lmms_eval_env({}), capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     audit = out / "audit"

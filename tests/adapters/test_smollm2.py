@@ -10,7 +10,7 @@ import pytest
 
 from lmms_eval_tasks.loaders import load_benchmark
 from tests.conftest import lmms_eval_env, read_results, read_samples, run_lmms_eval
-from visdep_metrics.demo import smollm2_gguf
+from visdep_metrics.demo.pipeline import smollm2_gguf
 
 pytestmark = pytest.mark.slow
 GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"

@@ -9,11 +9,11 @@ import pytest
 
 from tests.metrics.conftest import records_from_correct, visdep_record, write_run
 from tests.metrics.test_diagnostics import ANSWER, L1, L2, V1_BLIND, V1_VIDEO, h_norm
-from visdep_metrics import report as report_module
-from visdep_metrics.audit import run_audit
-from visdep_metrics.cli import main
-from visdep_metrics.nonvisual import StressTestError
-from visdep_metrics.report import write_audit
+from visdep_metrics.audit import report as report_module
+from visdep_metrics.audit.compute import run_audit
+from visdep_metrics.audit.nonvisual import StressTestError
+from visdep_metrics.audit.report import write_audit
+from visdep_metrics.cli.main import main
 
 
 def first_correct(n, n_correct):
@@ -141,7 +141,7 @@ def test_report_and_outputs(toy_tree, tmp_path):
 
 
 def test_plots_that_fail_to_draw_fail_the_audit_and_write_nothing(toy_tree, tmp_path, monkeypatch):
-    from visdep_metrics import report
+    from visdep_metrics.audit import report
 
     def broken(figure_audit):
         raise ValueError("no ink")
@@ -235,7 +235,7 @@ def test_benchmarks_audited_side_by_side_equal_each_audited_alone(tmp_path):
 def test_where_forking_is_unsafe_everything_runs_in_this_process(toy_tree, tmp_path, monkeypatch):
     import multiprocessing
 
-    from visdep_metrics import report, runs
+    from visdep_metrics.audit import report, runs
 
     monkeypatch.setattr(runs, "PARALLEL_READ_BYTES", 0)
     for module in (runs, report):

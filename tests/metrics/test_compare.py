@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from tests.metrics.conftest import records_from_correct, write_run
-from visdep_metrics.cli import main
+from visdep_metrics.cli.main import main
 
 K = [5] * 8
 BASE = {"blind": [1, 1, 0, 0, 1, 0, 0, 0], "video": [1, 1, 1, 0, 1, 0, 0, 0]}

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import scipy.stats
 
-from visdep_metrics.diagnostics import (
+from visdep_metrics.audit.diagnostics import (
     answer_probability,
     blind_gap,
     bootstrap_mean_intervals,

@@ -135,6 +135,6 @@ def test_cli_runs_audit_and_grounded_task(fixture_env, tmp_path):
 
 
 def test_visdep_cli_lists_audit():
-    proc = subprocess.run([sys.executable, "-m", "visdep_metrics.cli", "audit", "--help"], capture_output=True,
+    proc = subprocess.run([sys.executable, "-m", "visdep_metrics.cli.main", "audit", "--help"], capture_output=True,
                           text=True, timeout=120)
     assert proc.returncode == 0 and "--panel" in proc.stdout and "--tst" in proc.stdout

@@ -5,9 +5,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from visdep_metrics.diagnostics import subset_diagnostics
-from visdep_metrics.filters import b_clean_keep, llm_inspector_keep, shortcut_keep, threshold_sweep
-from visdep_metrics.panels import PanelError, check_panel, inferred_panel, load_panel
+from visdep_metrics.audit.diagnostics import subset_diagnostics
+from visdep_metrics.audit.filters import b_clean_keep, llm_inspector_keep, shortcut_keep, threshold_sweep
+from visdep_metrics.audit.panels import PanelError, check_panel, inferred_panel, load_panel
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from tests.metrics.conftest import records_from_correct, visdep_record, write_run
-from visdep_metrics.cli import main
-from visdep_metrics.runs import RunDataError, load_runs, model_identity
+from visdep_metrics.audit.runs import RunDataError, load_runs, model_identity
+from visdep_metrics.cli.main import main
 
 
 def mmau(mode, n=6, prefix="cap", correct=None):
@@ -204,7 +204,7 @@ def varied_tree(root):
 def test_worker_processes_read_what_this_process_reads(tmp_path, monkeypatch):
     import gc
 
-    from visdep_metrics import runs as runs_module
+    from visdep_metrics.audit import runs as runs_module
 
     root = varied_tree(tmp_path / "runs")
     serial = load_runs([root]).benchmarks["accidentbench"]
@@ -222,7 +222,7 @@ def test_worker_processes_read_what_this_process_reads(tmp_path, monkeypatch):
 
 
 def test_an_error_in_a_worker_process_names_the_file_and_line(tmp_path, monkeypatch):
-    from visdep_metrics import runs as runs_module
+    from visdep_metrics.audit import runs as runs_module
 
     root = varied_tree(tmp_path / "runs")
     path = next((root / "org__b").glob("*_samples_accidentbench_blind.jsonl"))

@@ -59,7 +59,7 @@ def test_results_report_accuracy_overall_and_per_category(full_run):
 
 def test_the_audit_reads_what_lmms_eval_wrote_by_its_fast_path(full_run):
     # the line-by-line reader would read these too, but ~4x slower: the typed decoder must accept them as written
-    from visdep_metrics.runs import _read_fast
+    from visdep_metrics.audit.runs import _read_fast
 
     paths = sorted(full_run.rglob("*_samples_*.jsonl"))
     assert len(paths) == 2 * len(BENCHMARKS)

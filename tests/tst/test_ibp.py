@@ -9,9 +9,9 @@ import pandas as pd
 import pytest
 import yaml
 
-from visdep_metrics.cli import main
-from visdep_metrics.ibp import TRACE_COLUMNS, iterative_bias_pruning, resolve_budget
-from visdep_metrics.tst import TstConfig
+from visdep_metrics.cli.main import main
+from visdep_metrics.tst.ibp import TRACE_COLUMNS, iterative_bias_pruning, resolve_budget
+from visdep_metrics.tst.stress_test import TstConfig
 
 FAST = TstConfig(folds=5, seed=11, n_estimators=60, n_jobs=1)
 

@@ -10,8 +10,8 @@ import pandas as pd
 import pytest
 
 from lmms_eval_tasks.loaders import load_benchmark
-from visdep_metrics.cli import main
-from visdep_metrics.tst import (
+from visdep_metrics.cli.main import main
+from visdep_metrics.tst.stress_test import (
     FEATURES,
     LABEL_FEATURES,
     S_X_COLUMNS,
@@ -113,7 +113,7 @@ def test_answer_rate_formula():
          "answer_index": 1, "category": "c", "source": "s"},
     ]
     table = option_table(records)
-    from visdep_metrics.tst import _stat_keys
+    from visdep_metrics.tst.stress_test import _stat_keys
 
     stats_rows, target_rows = np.arange(6), np.arange(6, 9)
     feats = label_features(table, _stat_keys(table), stats_rows, target_rows, smoothing=2.0)
@@ -188,7 +188,7 @@ def test_cli_errors_are_clear(fixture_env, tmp_path, caplog):
 
 def test_assign_folds_one_question_per_video():
     """Singleton groups (MM-AU) take the plain stratified split: every stratum spread evenly over the folds."""
-    from visdep_metrics.tst import assign_folds
+    from visdep_metrics.tst.stress_test import assign_folds
 
     strata = np.repeat(["a", "b", "c"], [50, 30, 20])
     fold = assign_folds(np.arange(100).astype(str), strata, 5, seed=0)

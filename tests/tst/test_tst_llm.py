@@ -12,8 +12,8 @@ import pytest
 
 from lmms_eval_tasks.loaders import load_benchmark
 from tests.tst.conftest import write_shortcut_vru
-from visdep_metrics.cli import main
-from visdep_metrics.tst import S_X_COLUMNS, question_order_sha256
+from visdep_metrics.cli.main import main
+from visdep_metrics.tst.stress_test import S_X_COLUMNS, question_order_sha256
 
 pytest.importorskip("peft")
 pytestmark = pytest.mark.slow
@@ -38,7 +38,7 @@ def _answer_at(records: list[dict], k: int) -> list[dict]:
 
 
 def test_lora_learns_a_position_bias(tiny_qwen2, tmp_path):
-    from visdep_metrics.tst_llm import LlmTstConfig, run_tst_llm
+    from visdep_metrics.tst.llm import LlmTstConfig, run_tst_llm
 
     records = load_benchmark("vru_accident", write_shortcut_vru(tmp_path, 3, 0.0, seed=4))  # 72 questions
     config = dict(TRAIN, model=str(tiny_qwen2))

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from lmms_eval_tasks.loaders import load_benchmark
-from visdep_metrics.tst import TstConfig, format_summary, run_tst
+from visdep_metrics.tst.stress_test import TstConfig, format_summary, run_tst
 
 pytestmark = pytest.mark.slow
 REAL = {"mmau": "mm_au", "vru_accident": "vru_accident"}

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import ArrayLike
 
-from visdep_metrics.diagnostics import check_n_options
+from visdep_metrics.audit.diagnostics import check_n_options
 
 # tau values of the sweeps: T lies in [0, 1], -V and S mostly in [-1, 1] (V(q) can reach 2 when K = 2).
 SWEEP_TAUS = np.round(np.arange(-1.0, 1.0 + 1e-9, 0.05), 2)

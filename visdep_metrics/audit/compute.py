@@ -17,7 +17,7 @@ import pandas as pd
 from loguru import logger
 from tqdm.auto import tqdm
 
-from visdep_metrics.diagnostics import (
+from visdep_metrics.audit.diagnostics import (
     bootstrap_mean_intervals,
     bootstrap_settings,
     chance,
@@ -26,7 +26,7 @@ from visdep_metrics.diagnostics import (
     textual_evidence,
     visual_necessity,
 )
-from visdep_metrics.filters import (
+from visdep_metrics.audit.filters import (
     SWEEP_SIGNALS,
     SWEEP_TAUS,
     b_clean_keep,
@@ -34,10 +34,10 @@ from visdep_metrics.filters import (
     shortcut_keep,
     threshold_sweep,
 )
-from visdep_metrics.nonvisual import StressTest, align_stress_test, read_stress_test
-from visdep_metrics.panels import Panel, check_panel, inferred_panel, load_panel
+from visdep_metrics.audit.nonvisual import StressTest, align_stress_test, read_stress_test
+from visdep_metrics.audit.panels import Panel, check_panel, inferred_panel, load_panel
+from visdep_metrics.audit.runs import BenchmarkResults, RunSet, load_runs
 from visdep_metrics.parallel import usable_cores
-from visdep_metrics.runs import BenchmarkResults, RunSet, load_runs
 
 METRICS = ("acc_blind", "acc_video", "blind_gap", "visual_gain")
 ALL = "all"

@@ -43,7 +43,7 @@ from sklearn.ensemble import RandomForestClassifier
 from sklearn.model_selection import StratifiedGroupKFold, StratifiedKFold
 from tqdm.auto import tqdm
 
-from visdep_metrics.diagnostics import bootstrap_mean_intervals
+from visdep_metrics.audit.diagnostics import bootstrap_mean_intervals
 
 S_X_COLUMNS = ["question_id", "category", "n_options", "s", "s_minus_chance", "fold", "correct"]
 

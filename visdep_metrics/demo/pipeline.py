@@ -1,4 +1,4 @@
-"""`visdep demo`: the whole audit on an embedded default, offline.
+"""The demo pipeline behind `visdep demo`: the whole audit on an embedded default, offline.
 
 Writes synthetic copies of the four benchmarks (official layouts, generated videos), builds tiny
 random-weight checkpoints of five model families, runs each through the real `lmms-eval` command
@@ -10,7 +10,6 @@ The models are random: their numbers exercise every step, they say nothing about
 
 from __future__ import annotations
 
-import argparse
 import importlib.util
 import os
 import subprocess
@@ -24,15 +23,6 @@ from loguru import logger
 TEXT_LLMS = ("qwen2", "llama")
 VLMS = ("qwen2_5_vl", "internvl")
 HELD_OUT = ("llava_onevision",)
-
-
-def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("demo", help="run the whole audit offline on synthetic benchmarks and tiny models",
-                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--out", default="visdep-demo", help="output folder (default: visdep-demo)")
-    p.add_argument("--max-frames", type=int, default=8, help="frames per video for the VLMs (default 8)")
-    p.add_argument("--no-smollm2", action="store_true", help="leave SmolLM2-135M out even when installed")
-    p.set_defaults(func=lambda args: run_demo(Path(args.out), args.max_frames, not args.no_smollm2))
 
 
 def smollm2_gguf() -> Path | None:
@@ -60,7 +50,7 @@ def _lmms_eval(model: str, model_args: str, tasks: str, out: Path, env: dict[str
 def run_demo(out: Path, max_frames: int = 8, with_smollm2: bool = True) -> int:
     from lmms_eval_tasks.fixtures import write_fixtures
     from model_adapters.tiny import build_tiny
-    from visdep_metrics.cli import main as visdep_main
+    from visdep_metrics.cli.main import main as visdep_main
 
     out = out.resolve()
     runs, models, logs = out / "runs", out / "models", out / "logs"

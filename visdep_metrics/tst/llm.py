@@ -1,7 +1,7 @@
 """TsT-LLM: the test-set stress test with a LoRA-fine-tuned language model (Brown et al. 2025,
 arXiv:2511.04655, section 3.2 and appendix B.1).
 
-The folds are TsT-RF's (`visdep_metrics.tst.question_folds`: grouped by video, stratified). Per fold,
+The folds are TsT-RF's (`visdep_metrics.tst.stress_test.question_folds`: grouped by video, stratified). Per fold,
 LoRA adapters (peft, on every linear layer of the decoder) are put on the base causal LM and trained on
 the training questions' text only: the prompt is the tasks' `build_prompt(question, options)` in the
 model's chat template, and with z_k the logit of option letter k at the first assistant position,
@@ -26,7 +26,7 @@ from tqdm.auto import tqdm
 
 from lmms_eval_tasks.loaders import LETTERS
 from lmms_eval_tasks.tasks import build_prompt
-from visdep_metrics.tst import TstResult, question_folds, score_table, summarize
+from visdep_metrics.tst.stress_test import TstResult, question_folds, score_table, summarize
 
 
 @dataclass(frozen=True)
@@ -98,7 +98,7 @@ def _letter_logits(model, prompts: list[list[int]], letters, n_options: np.ndarr
 
 def run_tst_llm(records: Sequence[dict], config: LlmTstConfig, benchmark: str | None = None,
                 progress: bool = True) -> TstResult:
-    """k-fold TsT-LLM (see the module docstring); the same outputs as `visdep_metrics.tst.run_tst`."""
+    """k-fold TsT-LLM (see the module docstring); the same outputs as `visdep_metrics.tst.stress_test.run_tst`."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer, get_cosine_schedule_with_warmup
 

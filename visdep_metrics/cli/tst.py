@@ -49,7 +49,7 @@ def _add_common(p: argparse.ArgumentParser) -> None:
 
 
 def _config(args):
-    from visdep_metrics.tst import TstConfig
+    from visdep_metrics.tst.stress_test import TstConfig
 
     return TstConfig(folds=args.folds, seed=args.seed, n_estimators=args.n_estimators,
                      min_samples_leaf=args.min_samples_leaf, n_jobs=args.n_jobs)
@@ -64,7 +64,7 @@ def _load(args) -> list[dict] | None:
 
 
 def _tst(args) -> int:
-    from visdep_metrics.tst import format_summary, run_tst, write_tst
+    from visdep_metrics.tst.stress_test import format_summary, run_tst, write_tst
 
     records = _load(args)
     if records is None:
@@ -84,7 +84,7 @@ def _tst(args) -> int:
 
 
 def _run_llm(args, records):
-    from visdep_metrics.tst_llm import LlmTstConfig, run_tst_llm
+    from visdep_metrics.tst.llm import LlmTstConfig, run_tst_llm
 
     if not args.model:
         raise ValueError("--method llm needs --model (a causal LM checkpoint folder)")
@@ -95,7 +95,7 @@ def _run_llm(args, records):
 
 
 def _ibp(args) -> int:
-    from visdep_metrics.ibp import iterative_bias_pruning, resolve_budget, write_ibp
+    from visdep_metrics.tst.ibp import iterative_bias_pruning, resolve_budget, write_ibp
 
     records = _load(args)
     if records is None:

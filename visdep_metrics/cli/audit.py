@@ -40,11 +40,11 @@ def _positive_int(text: str) -> int:
 
 def _audit(args) -> int:
     # Imported here: `visdep --help` should not pay for pandas, scipy and matplotlib.
-    from visdep_metrics.audit import run_audit
-    from visdep_metrics.nonvisual import StressTestError
-    from visdep_metrics.panels import PanelError
-    from visdep_metrics.report import OutputDirError, PlotError, check_out_dir, write_audit
-    from visdep_metrics.runs import RunDataError
+    from visdep_metrics.audit.compute import run_audit
+    from visdep_metrics.audit.nonvisual import StressTestError
+    from visdep_metrics.audit.panels import PanelError
+    from visdep_metrics.audit.report import OutputDirError, PlotError, check_out_dir, write_audit
+    from visdep_metrics.audit.runs import RunDataError
 
     try:
         check_out_dir(args.out)

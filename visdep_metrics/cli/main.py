@@ -12,9 +12,9 @@ import sys
 
 # Modules that provide subcommands, in the order `visdep --help` lists them.
 COMMAND_MODULES = [
-    "visdep_metrics.audit_cli",
-    "visdep_metrics.demo",
-    "visdep_metrics.tst_cli",
+    "visdep_metrics.cli.audit",
+    "visdep_metrics.cli.demo",
+    "visdep_metrics.cli.tst",
     "lmms_eval_tasks.cli",
 ]
 

@@ -1,7 +1,7 @@
 """Iterative Bias Pruning (IBP, Brown et al. 2025, arXiv:2511.04655, section 4.1 and appendix B.3).
 
 Starting from the whole benchmark, repeat:
-1. run the test-set stress test (`visdep_metrics.tst.run_tst`) on the remaining questions, giving s(x);
+1. run the test-set stress test (`visdep_metrics.tst.stress_test.run_tst`) on the remaining questions, giving s(x);
 2. stop when the removal budget is spent, or when max_x s(x) <= threshold;
 3. otherwise remove the batch of the (at most `batch_size`, at most the budget left) highest-s questions
    (with a threshold: only questions whose s exceeds it), ties in s broken by benchmark order.
@@ -20,7 +20,14 @@ import numpy as np
 import pandas as pd
 from loguru import logger
 
-from visdep_metrics.tst import TstConfig, TstResult, package_versions, question_order_sha256, run_tst, write_tst
+from visdep_metrics.tst.stress_test import (
+    TstConfig,
+    TstResult,
+    package_versions,
+    question_order_sha256,
+    run_tst,
+    write_tst,
+)
 
 TRACE_COLUMNS = ["iteration", "n_questions", "n_removed_total", "accuracy", "chance", "accuracy_minus_chance",
                  "mean_s", "max_s"]

@@ -22,8 +22,8 @@ import pyarrow.csv as pa_csv
 from loguru import logger
 
 from lmms_eval_tasks.export import write_subset_tasks
-from visdep_metrics.audit import Audit
-from visdep_metrics.filters import SWEEP_SIGNALS
+from visdep_metrics.audit.compute import Audit
+from visdep_metrics.audit.filters import SWEEP_SIGNALS
 from visdep_metrics.parallel import fork_context
 
 if TYPE_CHECKING:

@@ -44,7 +44,12 @@ from loguru import logger
 from tqdm.auto import tqdm
 
 from lmms_eval_tasks.loaders import BENCHMARKS
-from visdep_metrics.diagnostics import answer_probability, normalised_entropy, option_probabilities, predicted_index
+from visdep_metrics.audit.diagnostics import (
+    answer_probability,
+    normalised_entropy,
+    option_probabilities,
+    predicted_index,
+)
 from visdep_metrics.parallel import fork_context, usable_cores
 
 RESULTS_SUFFIX = "_results.json"

@@ -1,0 +1,1 @@
+"""The `visdep` command line: one module per command group, each exposing `register(subparsers)`."""

@@ -1,0 +1,1 @@
+"""`visdep demo`: the whole audit offline on an embedded default."""
