@@ -232,6 +232,7 @@ def _process_results(doc: dict, results: list, mode: str) -> dict:
             "mode": mode,
             "category": doc["category"] or None,
             "source": doc["source"],
+            "video": doc["video"],
             "n_options": k,
             "answer_index": int(doc["answer_index"]),
             "option_logprobs": logprobs,
