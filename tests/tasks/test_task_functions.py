@@ -38,7 +38,7 @@ def test_results_take_the_smallest_loss(results, monkeypatch):
     assert out["acc"] == 1.0 and out["acc_location"] == 1.0  # option B has the smallest loss and is the answer
     rec = out["visdep"]
     assert rec == {"question_id": "q1", "benchmark": "vru_accident", "mode": "video", "category": "location",
-                   "source": "DoTA", "n_options": 3, "answer_index": 1, "option_logprobs": [-2.0, -0.5, -3.0],
+                   "source": "DoTA", "video": "v.mp4", "n_options": 3, "answer_index": 1, "option_logprobs": [-2.0, -0.5, -3.0],
                    "scoring": "letter"}
     wrong = tasks.process_results_blind(DOC, ["(0.1, True)", "(0.5, False)", "(3.0, False)"])
     assert wrong["acc"] == 0.0 and wrong["visdep"]["mode"] == "blind"
