@@ -97,12 +97,12 @@ def time_adapter(model: VisdepVLM, docs: list[dict], to_visual=tasks.doc_to_visu
     return time.perf_counter() - start, scores, dict(model.frames.decodes)
 
 
-def time_naive(model: VisdepVLM, docs: list[dict], frames: dict[str, np.ndarray]) -> tuple[float, list]:
+def time_naive(model: VisdepVLM, docs: list[dict], videos: dict[str, tuple]) -> tuple[float, list]:
     start = time.perf_counter()
     scores = []
     for d in docs:
         scores += naive_option_scores(model.model, model.processor, tasks.doc_to_text(d), tasks.doc_to_choice(d),
-                                      frames[tasks.doc_to_visual_video(d)[0]])
+                                      videos[tasks.doc_to_visual_video(d)[0]])
     return time.perf_counter() - start, scores
 
 
@@ -113,14 +113,14 @@ def bench_sets(model: VisdepVLM, sets: dict, max_frames: int, repeats: int) -> b
           f"max|diff|  decodes/video")
     for name, (docs, k) in sets.items():
         paths = {tasks.doc_to_visual_video(d)[0] for d in docs}
-        frames = {p: read_frames(Path(p), max_frames) for p in paths}
+        videos = {p: read_frames(Path(p), max_frames) for p in paths}
         for scoring in ("letter", "option"):
             os.environ["VISDEP_SCORING"] = scoring
             adapter_s, naive_s = [], []
             for _ in range(repeats):  # alternate, keep the fastest of each: the machine may be shared
                 seconds, got, decodes = time_adapter(model, docs)
                 adapter_s.append(seconds)
-                seconds, ref = time_naive(model, docs, frames)
+                seconds, ref = time_naive(model, docs, videos)
                 naive_s.append(seconds)
             ratio = min(naive_s) / min(adapter_s)
             diff = float(np.max(np.abs(np.array([g[0] for g in got]) - np.array([r[0] for r in ref]))))
@@ -139,7 +139,8 @@ def bench_llava_hf(path: Path, ours: VisdepVLM, docs: list[dict], max_frames: in
     from PIL import Image
 
     def frames_as_images(doc: dict) -> list:
-        return [Image.fromarray(f) for f in read_frames(Path(tasks.doc_to_visual_video(doc)[0]), max_frames)]
+        frames, _ = read_frames(Path(tasks.doc_to_visual_video(doc)[0]), max_frames)
+        return [Image.fromarray(f) for f in frames]
 
     os.environ["VISDEP_SCORING"] = "letter"
     print(f"\nlmms-eval's llava_hf, tiny LLaVA-OneVision checkpoint, the {len(docs)} questions of one video, letter:")
@@ -163,8 +164,8 @@ def bench_llava_hf(path: Path, ours: VisdepVLM, docs: list[dict], max_frames: in
     def per_option_loop() -> None:  # what llava_hf's loglikelihood does per request
         for doc in docs:
             for choice in tasks.doc_to_choice(doc):
-                frames = read_frames(Path(tasks.doc_to_visual_video(doc)[0]), max_frames)
-                naive_option_scores(ours.model, ours.processor, tasks.doc_to_text(doc), [choice], frames)
+                video = read_frames(Path(tasks.doc_to_visual_video(doc)[0]), max_frames)
+                naive_option_scores(ours.model, ours.processor, tasks.doc_to_text(doc), [choice], video)
 
     loop_s, ours_s = [], []
     for _ in range(repeats):

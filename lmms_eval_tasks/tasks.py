@@ -14,6 +14,7 @@ model returns), from which p_k = softmax(option_logprobs).
 
 from __future__ import annotations
 
+import ast
 import math
 import os
 import re
@@ -188,23 +189,35 @@ def doc_to_visual_video(doc: dict) -> list[str]:
 
 
 # --------------------------------------------------------------------------- results
-def parse_response(resp) -> float:
-    """The loss of one option from what lmms-eval hands `process_results`.
+_SCORED = re.compile(r",\s*(?:True|False)\s*,\s*(?P<scored>'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")\s*\)?\s*$")
 
-    lmms-eval 0.7.3 stringifies every response ('(1.25, False)'); a model may also return the
-    tuple itself or a bare float."""
+
+def parse_response(resp) -> tuple[float, str | None]:
+    """(loss of one option, the string the model scored after its prompt, or None when not told) from what
+    lmms-eval hands `process_results`.
+
+    lmms-eval 0.7.3 stringifies every response: '(1.25, False)' from any model, '(1.25, False, " A")' from
+    the visdep adapters, which add the string they scored; a model may also return the tuple itself or a
+    bare float."""
     value = resp
-    while isinstance(value, (list, tuple)):
+    while isinstance(value, list) and len(value) == 1:
+        value = value[0]
+    if isinstance(value, tuple):
         if not value:
             raise ValueError(f"empty response {resp!r}")
-        value = value[0]
+        scored = value[2] if len(value) > 2 and isinstance(value[2], str) else None
+        return float(value[0]), scored
     if isinstance(value, str):
         head = value.strip().lstrip("([").split(",")[0].strip()
         try:
-            return float(head)  # float() also reads 'nan', 'inf', '-inf'
+            loss = float(head)  # float() also reads 'nan', 'inf', '-inf'
         except ValueError:
             raise ValueError(f"cannot read a log-likelihood from response {resp!r}") from None
-    return float(value)
+        match = _SCORED.search(value)
+        return loss, (ast.literal_eval(match.group("scored")) if match else None)
+    if isinstance(value, list):
+        raise ValueError(f"cannot read a log-likelihood from response {resp!r}")
+    return float(value), None
 
 
 def category_metric(category: str) -> str:
@@ -216,7 +229,7 @@ def _process_results(doc: dict, results: list, mode: str) -> dict:
     k = len(doc["options"])
     if len(results) != k:
         raise ValueError(f"question {doc['question_id']!r}: {len(results)} responses for {k} options")
-    losses = [parse_response(r) for r in results]
+    losses, scored = zip(*(parse_response(r) for r in results), strict=True)
     # lmms-eval's convention: a response is a loss, -sum log p(continuation | context).
     logprobs = [-x for x in losses]
     bad = [x for x in logprobs if not math.isfinite(x)]
@@ -237,6 +250,9 @@ def _process_results(doc: dict, results: list, mode: str) -> dict:
             "answer_index": int(doc["answer_index"]),
             "option_logprobs": logprobs,
             "scoring": scoring_mode(),
+            # what the model scored after its prompt; the task's own choices where the model did not say
+            "continuations": [given if seen is None else seen for seen, given in zip(scored, doc_to_choice(doc),
+                                                                                     strict=True)],
         },
     }
     if doc["category"]:

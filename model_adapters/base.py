@@ -19,7 +19,7 @@ from accelerate import Accelerator
 from lmms_eval.api.model import lmms
 from loguru import logger
 
-from model_adapters.scoring import Question, score_questions
+from model_adapters.scoring import Question, ScoringError, score_questions
 
 # `from_pretrained` keywords passed through from --model_args (anything else is an error).
 MODEL_KEYWORDS = frozenset({"revision", "trust_remote_code", "gguf_file", "cache_dir", "local_files_only",
@@ -40,7 +40,8 @@ class QuestionRequest:
     context: str
     visuals: list
     qid: str
-    continuations: list[str] = field(default_factory=list)
+    continuations: list[str] = field(default_factory=list)  # as the task asked for them
+    scored: list[str] = field(default_factory=list)  # the strings scored after the adapter's prompt (build_questions)
 
 
 class ScoringAdapter(lmms):
@@ -101,6 +102,7 @@ class ScoringAdapter(lmms):
         raise NotImplementedError
 
     def build_questions(self, requests: Sequence[QuestionRequest]) -> list[Question]:
+        """Token sequences of the requests; sets each request's `scored` strings."""
         raise NotImplementedError
 
     # lmms-eval reads these
@@ -119,8 +121,11 @@ class ScoringAdapter(lmms):
     def __repr__(self) -> str:  # keys lmms-eval's response cache
         return f"{type(self).__name__}(pretrained={self.pretrained!r})"
 
-    def loglikelihood(self, requests) -> list[tuple[float, bool]]:
-        """(-sum log p(continuation | context), is_greedy) per request, in input order."""
+    def loglikelihood(self, requests) -> list[tuple[float, bool, str]]:
+        """(-sum log p(continuation | context), is_greedy, the string scored) per request, in input order.
+
+        The string scored is the continuation as the model saw it after the adapter's prompt (" A" after a base
+        model's "Answer:"); the tasks write it into each sample's `visdep` record."""
         by_key: dict[tuple, QuestionRequest] = {}
         targets: list[tuple[tuple, int]] = []
         for request in requests:
@@ -140,7 +145,7 @@ class ScoringAdapter(lmms):
         scores = dict(zip(by_key, score_questions(self._model, questions, self.batch_size_per_device, self._device,
                                                   progress=self.rank == 0), strict=True))
         self.after_scoring(len(questions))
-        return [scores[key][option] for key, option in targets]
+        return [(*scores[key][option], by_key[key].scored[option]) for key, option in targets]
 
     def after_scoring(self, n_questions: int) -> None:
         """Hook for a summary log line."""
@@ -152,12 +157,30 @@ class ScoringAdapter(lmms):
         raise NotImplementedError(f"{self.adapter_name} scores options only (loglikelihood / multiple_choice tasks)")
 
 
-def continuation_tokens(tokenizer, prompt: str, continuations: Sequence[str], add_special_tokens: bool,
+ANSWER_CUE = "\nAnswer:"
+
+
+def answer_strings(prompt: str, continuations: Sequence[str]) -> list[str]:
+    """The strings scored after `prompt`: each continuation with a leading space where the prompt does not end
+    in whitespace (a base model's "...\nAnswer:", or a chat template whose generation prompt ends in
+    "Assistant:"), as lm-evaluation-harness scores base models on MMLU (" A", not "A")."""
+    if not prompt or prompt[-1].isspace():
+        return list(continuations)
+    return [c if c[:1].isspace() else " " + c for c in continuations]
+
+
+def continuation_tokens(tokenizer, prompt: str, continuations: Sequence[str], add_special_tokens: bool, qid: str,
                         ) -> tuple[list[int], list[list[int]]]:
     """Context tokens and each continuation's tokens: tok(prompt + c) minus the first len(tok(prompt)).
 
-    Tokenising jointly keeps merges across the boundary as the model would see them (lm-eval's rule)."""
+    Tokenising jointly keeps merges inside the continuation as the model would see them (lm-eval's rule).
+    The rule needs tok(prompt + c) to start with tok(prompt); a tokenizer that merges across the boundary
+    would make the shared context differ from what the model sees for that option, so that is an error."""
     encoded = tokenizer([prompt] + [prompt + c for c in continuations],
                         add_special_tokens=add_special_tokens)["input_ids"]
     context = list(encoded[0])
+    for c, ids in zip(continuations, encoded[1:], strict=True):
+        if list(ids[:len(context)]) != context:
+            raise ScoringError(f"question {qid}: the tokenizer merges the end of the prompt {prompt[-20:]!r} with the "
+                               f"option {c!r}; the option's tokens cannot be separated from the context")
     return context, [list(ids[len(context):]) for ids in encoded[1:]]

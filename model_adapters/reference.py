@@ -1,9 +1,13 @@
-"""The naive reference the adapters are checked and timed against: one full forward per option.
+"""The naive procedure the adapters' scoring core is checked and timed against: one full forward per option.
 
 No cache, no batching, no shared prefix: for each option the processor encodes the whole
 chat-templated prompt + option (with the video, if any) and the model runs it from the first
 token; the loss sums -log p over the tokens after the encoded prompt alone (the lm-eval rule).
 This is what lmms-eval's own adapters do per request, minus their re-decoding of the video.
+
+It builds its inputs with the adapters' own prompt builder and frames, so it checks the key/value
+cache, the batching and the shared prefix, not what the model is shown: that is checked by the
+test-only references in `tests/adapters/independent_reference.py`, which share no code with the adapters.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
+from model_adapters.base import answer_strings
 from model_adapters.llm import chat_prompt
 from model_adapters.vlm import on_device, user_message
 
@@ -26,23 +31,26 @@ def reference_prompt(processor, context: str, with_video: bool) -> tuple[str, bo
     return chat_prompt(processor, context)
 
 
-def reference_inputs(model, processor, text: str, add_special_tokens: bool, frames: np.ndarray | None) -> dict:
-    """The processor's full encoding of `text` (with the video expanded), on the model's device and dtype."""
-    kwargs = {"videos": [frames]} if frames is not None else {}
+def reference_inputs(model, processor, text: str, add_special_tokens: bool, video: tuple | None) -> dict:
+    """The processor's full encoding of `text` (with the video and its timing), on the model's device and dtype."""
+    kwargs = {}
+    if video is not None:
+        frames, metadata = video
+        kwargs = {"videos": [frames], "video_metadata": [metadata], "do_sample_frames": False}
     enc = processor(text=[text], return_tensors="pt", add_special_tokens=add_special_tokens, **kwargs)
     return on_device(enc, model.device, model.dtype)
 
 
 @torch.inference_mode()
 def naive_option_scores(model, processor, context: str, continuations: Sequence[str],
-                        frames: np.ndarray | None = None) -> list[tuple[float, bool]]:
+                        video: tuple[np.ndarray, object] | None = None) -> list[tuple[float, bool]]:
     """(-sum log p(option | prompt), is_greedy) per option for a VLM (`processor` a multimodal
-    processor) or a causal LM (`processor` a tokenizer; `frames` must be None)."""
-    prompt, special = reference_prompt(processor, context, frames is not None)
-    n_context = reference_inputs(model, processor, prompt, special, frames)["input_ids"].shape[1]
+    processor; `video` = (frames, VideoMetadata)) or a causal LM (`processor` a tokenizer; no video)."""
+    prompt, special = reference_prompt(processor, context, video is not None)
+    n_context = reference_inputs(model, processor, prompt, special, video)["input_ids"].shape[1]
     scores = []
-    for continuation in continuations:
-        inputs = reference_inputs(model, processor, prompt + continuation, special, frames)
+    for continuation in answer_strings(prompt, continuations):
+        inputs = reference_inputs(model, processor, prompt + continuation, special, video)
         logits = model(**inputs).logits[0].float()
         target = inputs["input_ids"][0, n_context:]
         dist = torch.log_softmax(logits[n_context - 1: -1], dim=-1)

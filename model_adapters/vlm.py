@@ -5,7 +5,10 @@
 
 The user turn holds the video (frames sampled uniformly, `max_frames`) and then the task's
 prompt; the model's own chat template adds the assistant header, after which each option is
-scored. Blind tasks send the same messages without the video.
+scored (with a leading space where the header does not end in whitespace). Blind tasks send the
+same messages without the video. The frames reach the processor with their timing
+(`video_metadata`: source fps, total frames, sampled indices) and are not sampled again there;
+frame folders (MM-AU) are timed at `frame_folder_fps` (default 30, see `model_adapters.frames`).
 """
 
 from __future__ import annotations
@@ -14,9 +17,9 @@ from functools import partial
 
 from loguru import logger
 
-from model_adapters.base import ScoringAdapter, continuation_tokens
+from model_adapters.base import ScoringAdapter, answer_strings, continuation_tokens
 from model_adapters.families import family_of, prefix_positions
-from model_adapters.frames import FrameSource
+from model_adapters.frames import FRAME_FOLDER_FPS, FrameSource
 from model_adapters.scoring import Prefix, Question, ScoringError
 
 
@@ -33,10 +36,11 @@ def on_device(encoding, device, dtype) -> dict:
 
 class VisdepVLM(ScoringAdapter):
     adapter_name = "visdep_vlm"
-    own_arguments = ("max_frames",)
+    own_arguments = ("max_frames", "frame_folder_fps")
 
-    def __init__(self, pretrained: str, max_frames: int = 16, **kwargs) -> None:
-        self.frames = FrameSource(int(max_frames))
+    def __init__(self, pretrained: str, max_frames: int = 16, frame_folder_fps: float = FRAME_FOLDER_FPS,
+                 **kwargs) -> None:
+        self.frames = FrameSource(int(max_frames), float(frame_folder_fps))
         super().__init__(pretrained, **kwargs)
 
     def load_model(self):
@@ -49,12 +53,15 @@ class VisdepVLM(ScoringAdapter):
         return AutoModelForImageTextToText.from_pretrained(self.pretrained, **self.model_kwargs)
 
     def __repr__(self) -> str:
-        return f"VisdepVLM(pretrained={self.pretrained!r}, max_frames={self.frames.max_frames})"
+        return (f"VisdepVLM(pretrained={self.pretrained!r}, max_frames={self.frames.max_frames}, "
+                f"frame_folder_fps={self.frames.frame_folder_fps})")
 
     def _prefix_inputs(self, video: str, prefix_text: str) -> tuple[dict, int]:
         """Model inputs of the prompt up to the end of the video; the video is decoded here (cached)."""
-        inputs = on_device(self.processor(text=[prefix_text], videos=[self.frames(video)], return_tensors="pt",
-                                          add_special_tokens=False), self._device, self._model.dtype)
+        frames, metadata = self.frames(video)
+        encoding = self.processor(text=[prefix_text], videos=[frames], video_metadata=[metadata],
+                                  do_sample_frames=False, return_tensors="pt", add_special_tokens=False)
+        inputs = on_device(encoding, self._device, self._model.dtype)
         positions, next_position = prefix_positions(self.family, self._model, inputs)
         inputs["position_ids"] = positions
         return inputs, next_position
@@ -67,7 +74,8 @@ class VisdepVLM(ScoringAdapter):
             video = r.visuals[0] if r.visuals else None
             prompt = self.processor.apply_chat_template(user_message(r.context, video is not None),
                                                         add_generation_prompt=True, tokenize=False)
-            context, continuations = continuation_tokens(self.tokenizer, prompt, r.continuations, False)
+            r.scored = answer_strings(prompt, r.continuations)
+            context, continuations = continuation_tokens(self.tokenizer, prompt, r.scored, False, r.qid)
             prefix, tail = None, context
             if video is not None:
                 end = prompt.rfind(self.family.video_end)

@@ -97,9 +97,9 @@ def test_cli_samples_match_in_process_scores(kind, cli_run, tiny_models, benchma
         in_process = adapter.loglikelihood(requests_for(adapter, docs, mode == "video"))
         np.testing.assert_allclose([lp for row in rows for lp in row["visdep"]["option_logprobs"]],
                                    [-loss for loss, _ in in_process], rtol=0, atol=1e-5, err_msg=task)
-        frames = read_frames(Path(tasks.doc_to_visual_video(docs[0])[0]), MAX_FRAMES) if mode == "video" else None
+        video_input = read_frames(Path(tasks.doc_to_visual_video(docs[0])[0]), MAX_FRAMES) if mode == "video" else None
         naive = naive_option_scores(adapter.model, processor, tasks.doc_to_text(docs[0]),
-                                    tasks.doc_to_choice(docs[0]), frames)
+                                    tasks.doc_to_choice(docs[0]), video_input)
         np.testing.assert_allclose(rows[0]["visdep"]["option_logprobs"], [-loss for loss, _ in naive], rtol=0,
                                    atol=1e-4, err_msg=task)
 

@@ -28,13 +28,15 @@ def test_sample_indices_are_uniform_and_include_both_ends():
         sample_indices(0, 4)
 
 
-def test_mp4_is_sampled_uniformly(tmp_path):
+def test_mp4_is_sampled_uniformly_with_its_timing(tmp_path):
     path = tmp_path / "clip.mp4"
-    write_mp4(path, coloured_frames(20))
-    frames = read_frames(path, 5)
+    write_mp4(path, coloured_frames(20), fps=8)
+    frames, metadata = read_frames(path, 5)
     assert frames.shape == (5, 32, 32, 3) and frames.dtype == np.uint8 and frames.flags.c_contiguous
-    # mpeg4 is lossy: grey levels come back within a few units
-    assert frame_ids(frames) == sample_indices(20, 5).tolist()
+    # mpeg4 is lossy: grey levels come back within a few units; round(i * 19 / 4), halves to even
+    assert frame_ids(frames) == [0, 5, 10, 14, 19] == sample_indices(20, 5).tolist()
+    assert (metadata.fps, metadata.total_num_frames, metadata.frames_indices) == (8.0, 20, [0, 5, 10, 14, 19])
+    assert metadata.duration == 2.5 and metadata.sampled_fps == 5 / 20 * 8
     with av.open(str(path)) as container:
         everything = np.stack([f.to_ndarray(format="rgb24") for f in container.decode(video=0)])
     np.testing.assert_array_equal(frames, everything[sample_indices(20, 5)])
@@ -43,7 +45,8 @@ def test_mp4_is_sampled_uniformly(tmp_path):
 def test_short_video_keeps_every_frame(tmp_path):
     path = tmp_path / "short.mp4"
     write_mp4(path, coloured_frames(3))
-    assert frame_ids(read_frames(path, 16)) == [0, 1, 2]
+    frames, metadata = read_frames(path, 16)
+    assert frame_ids(frames) == [0, 1, 2] == metadata.frames_indices
 
 
 def test_frame_folder_is_ordered_by_frame_number(tmp_path):
@@ -52,9 +55,13 @@ def test_frame_folder_is_ordered_by_frame_number(tmp_path):
     for t in range(12):  # 1.png .. 12.png: name order would put 10, 11, 12 before 2
         Image.fromarray(coloured_frames(12)[t]).save(folder / f"{t + 1}.png")
     (folder / "notes.txt").write_text("not a frame")
-    frames = read_frames(folder, 12)
+    frames, metadata = read_frames(folder, 12)
     assert frame_ids(frames) == list(range(12)) and frames.flags.c_contiguous
-    assert frame_ids(read_frames(folder, 4)) == sample_indices(12, 4).tolist()
+    frames, metadata = read_frames(folder, 4)
+    assert frame_ids(frames) == [0, 4, 7, 11] == metadata.frames_indices  # round(i * 11 / 3)
+    # frame folders have no rate: MM-AU's are timed at 30 fps unless told otherwise
+    assert (metadata.fps, metadata.total_num_frames) == (30.0, 12)
+    assert read_frames(folder, 4, frame_folder_fps=10)[1].fps == 10.0
 
 
 def test_unreadable_videos_name_the_file(tmp_path):
@@ -76,7 +83,7 @@ def test_frame_source_decodes_each_video_once(tmp_path):
         write_mp4(p, coloured_frames(6))
     source = FrameSource(max_frames=4, cache_size=2)
     first = source(paths[0])
-    assert source(paths[0]) is first
+    assert source(paths[0]) is first and first[1].frames_indices == [0, 2, 3, 5]
     source(paths[1])
     assert source.decodes == {str(paths[0]): 1, str(paths[1]): 1}
     source(paths[2])  # evicts paths[0], the least recently used

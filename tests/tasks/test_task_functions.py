@@ -38,10 +38,27 @@ def test_results_take_the_smallest_loss(results, monkeypatch):
     assert out["acc"] == 1.0 and out["acc_location"] == 1.0  # option B has the smallest loss and is the answer
     rec = out["visdep"]
     assert rec == {"question_id": "q1", "benchmark": "vru_accident", "mode": "video", "category": "location",
-                   "source": "DoTA", "video": "v.mp4", "n_options": 3, "answer_index": 1, "option_logprobs": [-2.0, -0.5, -3.0],
-                   "scoring": "letter"}
+                   "source": "DoTA", "video": "v.mp4", "n_options": 3, "answer_index": 1,
+                   "option_logprobs": [-2.0, -0.5, -3.0], "scoring": "letter", "continuations": ["A", "B", "C"]}
     wrong = tasks.process_results_blind(DOC, ["(0.1, True)", "(0.5, False)", "(3.0, False)"])
     assert wrong["acc"] == 0.0 and wrong["visdep"]["mode"] == "blind"
+
+
+@pytest.mark.parametrize("results", [
+    ["(2.0, False, ' A')", "(0.5, True, ' B')", "(3.0, False, ' C')"],   # the visdep adapters, stringified
+    [(2.0, False, " A"), (0.5, True, " B"), (3.0, False, " C")],
+])
+def test_results_keep_the_strings_the_model_scored(results, monkeypatch):
+    monkeypatch.delenv("VISDEP_SCORING", raising=False)
+    rec = tasks.process_results_video(DOC, results)["visdep"]
+    assert rec["continuations"] == [" A", " B", " C"] and rec["option_logprobs"] == [-2.0, -0.5, -3.0]
+
+
+def test_scored_strings_survive_quotes_and_commas(monkeypatch):
+    monkeypatch.setenv("VISDEP_SCORING", "option")
+    doc = {**DOC, "options": ["it's wet", 'a "dry", sunny road', "x, False, 'y'"]}
+    results = [str((1.0, False, " " + o)) for o in doc["options"]]
+    assert tasks.process_results_blind(doc, results)["visdep"]["continuations"] == [" " + o for o in doc["options"]]
 
 
 def test_results_refuse_nan_and_wrong_count():
