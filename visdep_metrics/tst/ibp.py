@@ -20,10 +20,10 @@ import numpy as np
 import pandas as pd
 from loguru import logger
 
+from visdep_metrics.provenance import package_versions
 from visdep_metrics.tst.stress_test import (
     TstConfig,
     TstResult,
-    package_versions,
     question_order_sha256,
     run_tst,
     write_tst,

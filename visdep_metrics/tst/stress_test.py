@@ -26,9 +26,7 @@ include the row's own label.
 from __future__ import annotations
 
 import hashlib
-import importlib.metadata
 import json
-import platform
 import re
 import warnings
 from collections.abc import Sequence
@@ -44,6 +42,7 @@ from sklearn.model_selection import StratifiedGroupKFold, StratifiedKFold
 from tqdm.auto import tqdm
 
 from visdep_metrics.audit.diagnostics import bootstrap_mean_intervals
+from visdep_metrics.provenance import package_versions
 
 S_X_COLUMNS = ["question_id", "category", "n_options", "s", "s_minus_chance", "fold", "correct"]
 
@@ -321,18 +320,6 @@ def accuracy_table(s_x: pd.DataFrame, by: str | None = None) -> pd.DataFrame | d
 def question_order_sha256(question_ids: Sequence[str]) -> str:
     """sha256 hex digest of the question ids, in order, joined by newlines (UTF-8)."""
     return hashlib.sha256("\n".join(map(str, question_ids)).encode("utf-8")).hexdigest()
-
-
-def package_versions() -> dict[str, str]:
-    names = {"visdep": "visdep", "scikit-learn": "scikit-learn", "numpy": "numpy", "pandas": "pandas",
-             "scipy": "scipy"}
-    versions = {"python": platform.python_version()}
-    for key, dist in names.items():
-        try:
-            versions[key] = importlib.metadata.version(dist)
-        except importlib.metadata.PackageNotFoundError:
-            versions[key] = "not installed"
-    return versions
 
 
 def _bootstrap_ci(correct: np.ndarray, seed: int) -> list[float]:
