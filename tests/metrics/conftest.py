@@ -15,10 +15,14 @@ import pytest
 
 
 def visdep_record(question_id, benchmark, mode, answer_index, logprobs, category=None, source="CAP",
-                  scoring="letter") -> dict:
-    return {"question_id": question_id, "benchmark": benchmark, "mode": mode, "category": category,
-            "source": source, "n_options": len(logprobs), "answer_index": int(answer_index),
-            "option_logprobs": [float(x) for x in logprobs], "scoring": scoring}
+                  scoring="letter", video=None) -> dict:
+    """A visdep record; without `video` it is one written before the tasks recorded the question's video."""
+    record = {"question_id": question_id, "benchmark": benchmark, "mode": mode, "category": category,
+              "source": source, "n_options": len(logprobs), "answer_index": int(answer_index),
+              "option_logprobs": [float(x) for x in logprobs], "scoring": scoring}
+    if video is not None:
+        record["video"] = video
+    return record
 
 
 def sample_line(doc_id: int, record: dict) -> dict:
@@ -45,6 +49,7 @@ def write_run(root: Path, model: str | None, tasks: dict[str, list[dict]], date:
         "results": {t: {"alias": t, "acc,none": 0.0} for t in tasks},
         "configs": {t: {"task": t, "tag": f"visdep_{'video' if '_video' in t else 'blind'}"} for t in tasks},
         "config": {"model": model_type, "model_args": model_args, "batch_size": 1},
+        "n-samples": {t: {"original": len(records), "effective": len(records)} for t, records in tasks.items()},
         "date": date, "lmms_eval_version": "0.7.3",
     }
     (folder / f"{date}_results.json").write_text(json.dumps(results, indent=2))
@@ -55,7 +60,8 @@ def write_run(root: Path, model: str | None, tasks: dict[str, list[dict]], date:
     return folder
 
 
-def records_from_correct(benchmark: str, mode: str, correct, n_options, categories=None, prefix="q") -> list[dict]:
+def records_from_correct(benchmark: str, mode: str, correct, n_options, categories=None, prefix="q",
+                         videos=None) -> list[dict]:
     """Records whose argmax is the answer exactly where `correct` is 1 (answer_index = i % K)."""
     out = []
     for i, (c, k) in enumerate(zip(correct, n_options, strict=True)):
@@ -64,7 +70,8 @@ def records_from_correct(benchmark: str, mode: str, correct, n_options, categori
         logprobs = [-3.0] * k
         logprobs[pred] = -0.2
         out.append(visdep_record(f"{prefix}-{i}", benchmark, mode, answer, logprobs,
-                                 category=None if categories is None else categories[i]))
+                                 category=None if categories is None else categories[i],
+                                 video=None if videos is None else videos[i]))
     return out
 
 

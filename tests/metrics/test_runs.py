@@ -109,10 +109,41 @@ def test_truncated_jsonl_line(tmp_path, capsys):
     assert f"{path}:6: not valid JSON" in err and "truncated" in err
 
 
-def test_blind_and_video_of_different_question_sets(tmp_path, capsys):
-    write_run(tmp_path / "runs", "org/vlm", {"mmau_blind": mmau("blind"), "mmau_video": mmau("video", n=5)})
+def test_blind_runs_of_different_question_sets(tmp_path, capsys):
+    write_run(tmp_path / "runs", "org/vlm", {"mmau_blind": mmau("blind"), "mmau_video": mmau("video")})
+    write_run(tmp_path / "runs", "org/llm", {"mmau_blind": mmau("blind", n=5)}, model_type="visdep_llm")
     err = audit_cli(tmp_path, capsys, tmp_path / "runs")
     assert "cover different questions" in err and "has 6" in err and "has 5" in err and "'cap-5'" in err
+
+
+def test_video_run_that_dropped_questions_is_audited_on_the_questions_both_modes_have(tmp_path, capsys):
+    # VISDEP_SKIP_MISSING_VIDEOS=1 drops questions whose video is missing from the video task only
+    runs = tmp_path / "runs"
+    video = [r for r in mmau("video", correct=[1, 0, 1, 0, 1, 0]) if r["question_id"] not in ("cap-1", "cap-4")]
+    write_run(runs, "org/vlm", {"mmau_blind": mmau("blind", correct=[0] * 6), "mmau_video": video})
+    write_run(runs, "org/llm", {"mmau_blind": mmau("blind", correct=[1, 1, 0, 0, 0, 0])}, model_type="visdep_llm")
+    bench = load_runs([runs]).benchmarks["mmau"]
+    assert bench.questions["question_id"].tolist() == ["cap-0", "cap-2", "cap-3", "cap-5"]
+    assert bench.dropped["question_id"].tolist() == ["cap-1", "cap-4"]
+    assert bench.correct_blind.tolist() == [[1, 0, 0, 0], [0, 0, 0, 0]]  # org/llm, org/vlm
+    assert bench.correct_video[1].tolist() == [1, 1, 0, 0]
+    out = tmp_path / "audit"
+    assert main(["audit", str(runs), "--out", str(out), "--n-resamples", "20"]) == 0
+    report = (out / "report.md").read_text()
+    assert "2 question(s) are left out of every metric because a video run lacks them" in report
+    manifest = json.loads((out / "audit.json").read_text())
+    assert [d["question_id"] for d in manifest["dropped_questions"]["mmau"]] == ["cap-1", "cap-4"]
+
+
+def test_samples_file_shorter_than_its_results_file_says(tmp_path, capsys):
+    folder = write_run(tmp_path / "runs", "org/vlm", {"mmau_blind": mmau("blind"), "mmau_video": mmau("video")})
+    results_path = next(folder.glob("*_results.json"))
+    assert json.loads(results_path.read_text())["n-samples"]["mmau_video"] == {"original": 6, "effective": 6}
+    load_runs([tmp_path / "runs"])  # complete
+    path = next(folder.glob("*_samples_mmau_video.jsonl"))
+    path.write_text("".join(path.read_text().splitlines(keepends=True)[:4]))  # cut short between lines
+    err = audit_cli(tmp_path, capsys, tmp_path / "runs")
+    assert f"{path}: 4 sample line(s), but {results_path.name} beside it says lmms-eval evaluated 6" in err
 
 
 def test_different_answers_or_option_counts(tmp_path, capsys):
@@ -155,7 +186,10 @@ def test_other_refusals(tmp_path):
     for r in mixed:
         r["scoring"] = "option"
     write_run(tmp_path / "scoring", "org/vlm", {"mmau_blind": mmau("blind"), "mmau_video": mixed})
-    with pytest.raises(RunDataError, match="scored mmau by letter blind but by option with video"):
+    # the scoring mode is a setting: the option-scored video run has no blind run of its own settings
+    with pytest.raises(RunDataError, match=r"org/vlm \[scoring=option\] has a video run of mmau .* no blind run "
+                                           r"with the same settings; blind runs of that checkpoint have other "
+                                           r"settings: \['org/vlm \[scoring=letter\]'\]"):
         load_runs([tmp_path / "scoring"])
     write_run(tmp_path / "variants", "org/vlm", {"mmau_blind": mmau("blind"), "mmau_blind_grounded": mmau("blind")})
     with pytest.raises(RunDataError, match="two blind runs of mmau from different tasks"):

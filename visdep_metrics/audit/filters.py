@@ -10,9 +10,27 @@ from numpy.typing import ArrayLike
 
 from visdep_metrics.audit.diagnostics import check_n_options
 
-# tau values of the sweeps: T lies in [0, 1], -V and S mostly in [-1, 1] (V(q) can reach 2 when K = 2).
-SWEEP_TAUS = np.round(np.arange(-1.0, 1.0 + 1e-9, 0.05), 2)
 SWEEP_SIGNALS = ("T", "-V", "S")
+SWEEP_STEP = 0.05
+
+
+def signal_range(signal: str, n_options: ArrayLike) -> tuple[float, float]:
+    """The interval a sweep signal can take on questions with these option counts.
+
+    T(q) is in [0, 1]. V(q) = mean Delta / (1 - 1/K) with Delta in [-1, 1], so |V(q)| <= r = K/(K-1) at the
+    smallest K present (2 for K = 2, 4/3 for K = 4); hence -V in [-r, r] and S = T - V in [-r, 1 + r]."""
+    k = check_n_options(n_options)
+    if signal not in SWEEP_SIGNALS:
+        raise ValueError(f"unknown sweep signal {signal!r}; expected one of {SWEEP_SIGNALS}")
+    r = 1.0 if k.size == 0 else float(k.min()) / (float(k.min()) - 1.0)
+    return {"T": (0.0, 1.0), "-V": (-r, r), "S": (-r, 1.0 + r)}[signal]
+
+
+def sweep_taus(signal: str, n_options: ArrayLike, step: float = SWEEP_STEP) -> np.ndarray:
+    """tau values of a sweep: the signal's whole range (`signal_range`) on a grid of `step`, rounded outwards."""
+    low, high = signal_range(signal, n_options)
+    start, stop = np.floor(low / step + 1e-9), np.ceil(high / step - 1e-9)
+    return np.round(np.arange(start, stop + 1) * step, 10)
 
 
 def shortcut_keep(shortcut: ArrayLike, tau: float) -> np.ndarray:

@@ -1,7 +1,9 @@
 """Model panels: which models form T (text-only LLMs), which form V (VLMs), which are held out.
 
-A panel file (YAML, see ``configs/panels/paper.yaml``) names models exactly as they appear in
-``pretrained=`` of lmms-eval's model_args (a Hugging Face id or a local path)::
+A panel file (YAML, see ``configs/panels/paper.yaml``) names models as they appear in ``pretrained=`` of
+lmms-eval's model_args (a Hugging Face id or a local path); a checkpoint run under several score-changing
+settings (two frame budgets, two dtypes) is named as the audit names it, e.g. ``org/vlm [max_frames=8]``,
+or by its label::
 
     text_llms: [...]        # T(q): blind runs only (text-only LLMs)
     vlms: [...]             # V(q): blind and video runs; also the B-Clean panel
@@ -15,7 +17,7 @@ Without a panel file every text-only model (blind runs only) forms T and every V
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import yaml
@@ -108,6 +110,32 @@ def inferred_panel(models: list[str], vision_models: set[str]) -> Panel:
     """The panel without a file: text-only models (blind runs only) form T, VLMs form V, none held out."""
     return Panel(text_llms=tuple(m for m in models if m not in vision_models),
                  vlms=tuple(m for m in models if m in vision_models))
+
+
+def resolve_panel(panel: Panel, models: dict) -> Panel:
+    """The panel with each entry replaced by the model it names: a model's name, its label, or a checkpoint's
+    `pretrained=` when the runs hold that checkpoint under one set of settings only. A checkpoint run under
+    several settings (e.g. two frame budgets) must be named with its settings; entries naming no run are kept
+    (check_panel refuses them). models: name -> runs.ModelInfo."""
+    from visdep_metrics.audit.runs import RunDataError, resolve_model_keys
+
+    def resolve(names):
+        if names is None:
+            return None
+        resolved = []
+        for name in names:
+            try:
+                (model,) = resolve_model_keys(name, models, "panel entry")
+            except RunDataError as e:
+                if "has no run here" in str(e):
+                    model = name
+                else:
+                    raise PanelError(f"panel {panel.source}: {e}") from None
+            resolved.append(model)
+        return tuple(resolved)
+
+    return replace(panel, text_llms=resolve(panel.text_llms), vlms=resolve(panel.vlms),
+                   held_out=resolve(panel.held_out), inspector_llms=resolve(panel.inspector_llms))
 
 
 def check_panel(panel: Panel, models: list[str], vision_models: set[str]) -> None:

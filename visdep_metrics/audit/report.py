@@ -8,6 +8,7 @@ leaves no half-written output. An existing OUT is replaced only if it holds an e
 from __future__ import annotations
 
 import json
+import math
 import shutil
 import tempfile
 import time
@@ -22,8 +23,10 @@ import pyarrow.csv as pa_csv
 from loguru import logger
 
 from lmms_eval_tasks.export import write_subset_tasks
-from visdep_metrics.audit.compute import Audit
-from visdep_metrics.audit.filters import SWEEP_SIGNALS
+from visdep_metrics.audit.compute import TOP_SHORTCUTS, Audit
+from visdep_metrics.audit.filters import SWEEP_SIGNALS, signal_range
+from visdep_metrics.outdir import OutputDirError, chmod_like_mkdir
+from visdep_metrics.outdir import check_out_dir as _check_out_dir
 from visdep_metrics.parallel import fork_context
 
 if TYPE_CHECKING:
@@ -37,21 +40,16 @@ _FILTER_HEADERS = {"none": "No Filtering", "llm_inspector": "LLM-Inspector", "b_
                    "s_score": "S-score"}
 
 
-class OutputDirError(ValueError):
-    """OUT exists and is not an earlier audit output."""
-
-
 class PlotError(RuntimeError):
     """The process drawing the plots failed (it printed its own traceback)."""
 
 
 def check_out_dir(out: str | Path) -> Path:
     """OUT may be new, empty, or an earlier audit output (which will be replaced)."""
-    out = Path(out)
-    if out.exists() and (not out.is_dir() or (any(out.iterdir()) and not (out / MANIFEST).is_file())):
-        raise OutputDirError(f"{out}: exists and is not an earlier visdep audit output (no {MANIFEST}); "
-                             f"choose a new or empty folder")
-    return out
+    return _check_out_dir(out, MANIFEST, "audit")
+
+
+__all__ = ["OutputDirError", "PlotError", "check_out_dir", "write_audit"]
 
 
 # --------------------------------------------------------------------------- markdown helpers
@@ -64,9 +62,22 @@ def _fmt(value, digits: int = 2) -> str:
 
 
 def _interval(row: pd.Series, metric: str) -> str:
-    if metric not in row or np.isnan(row[metric]):
+    """value [lo, hi]; where the value has no interval, why (a row's `interval_note`)."""
+    if metric not in row or _missing(row[metric]):
         return "–"
+    if _missing(row[metric + "_lo"]):
+        return f"{_fmt(row[metric])} (no interval: {row.get('interval_note') or 'not computed'})"
     return f"{_fmt(row[metric])} [{_fmt(row[metric + '_lo'])}, {_fmt(row[metric + '_hi'])}]"
+
+
+def _missing(value) -> bool:
+    return value is None or (isinstance(value, (float, np.floating)) and math.isnan(value))
+
+
+def _p(value) -> str:
+    if _missing(value):
+        return "–"
+    return "< 0.001" if value < 0.001 else f"{value:.3f}"
 
 
 def _markdown(header: list[str], rows: list[list]) -> str:
@@ -102,7 +113,7 @@ def _table1(audit: Audit) -> str:
             average += [block[m].mean() if len(block) else np.nan for m in _METRIC_HEADERS]
         rows.append(average)
     for model in vlms + llms:
-        row = [model]
+        row = [audit.label(model)]
         for b in benchmarks:
             hit = overall[(overall["benchmark"] == b) & (overall["model"] == model)]
             row += [hit[m].iloc[0] if len(hit) else np.nan for m in _METRIC_HEADERS]
@@ -118,10 +129,12 @@ def _intervals(audit: Audit) -> str:
     for benchmark in [b for b in DISPLAY if b in set(s["benchmark"])]:
         block = s[s["benchmark"] == benchmark]
         categories = ["all"] + sorted(c for c in block["category"].unique() if c != "all")
-        rows = [[c if c != "all" else "(all)", r["model"], r["n"]] + [_interval(r, m) for m in _METRIC_HEADERS]
+        rows = [[c if c != "all" else "(all)", audit.label(r["model"]), r["n"], r["n_resampled"]]
+                + [_interval(r, m) for m in _METRIC_HEADERS]
                 for c in categories for _, r in block[block["category"] == c].iterrows()]
+        unit = block["resampled"].iloc[0]
         parts.append(f"**{_name(benchmark)}**\n\n" + _markdown(
-            ["Category", "Model", "n"] + list(_METRIC_HEADERS.values()), rows))
+            ["Category", "Model", "n", f"{unit} resampled"] + list(_METRIC_HEADERS.values()), rows))
     return "\n\n".join(parts)
 
 
@@ -139,7 +152,7 @@ def _table2(audit: Audit) -> str:
                                        for f in filters])
             rows[-1] = [rows[-1][0]] + [int(v) for v in rows[-1][1:]]
             note = "held out" if held_out else "not held out: it is in the panel"
-            parts.append(f"**{_name(benchmark)}, {model}** ({note})\n\n"
+            parts.append(f"**{_name(benchmark)}, {audit.label(model)}** ({note})\n\n"
                          + _markdown(["Metric"] + [_FILTER_HEADERS[f] for f in filters], rows))
     return "\n\n".join(parts)
 
@@ -157,7 +170,7 @@ def _table5(audit: Audit) -> str:
         rows = []
         for model in sorted(full["model"], key=lambda m: (full.loc[full["model"] == m, "acc_video"].isna().item(), m)):
             f, g = full[full["model"] == model].iloc[0], grounded[grounded["model"] == model].iloc[0]
-            rows.append([model] + [f[m] for m in _METRIC_HEADERS] + [g[m] for m in _METRIC_HEADERS])
+            rows.append([audit.label(model)] + [f[m] for m in _METRIC_HEADERS] + [g[m] for m in _METRIC_HEADERS])
         parts.append(f"**{_name(benchmark)}**: original {int(full['n'].iloc[0])} samples, filtered (G) "
                      f"{int(grounded['n'].iloc[0])} samples\n\n" + _markdown(header, rows))
     return "\n\n".join(parts) if parts else "No benchmark has a grounded subset."
@@ -174,23 +187,214 @@ def _files_section(audit: Audit) -> str:
     return text
 
 
+def _resampling_sentence(audit: Audit) -> str:
+    """Per benchmark: what the bootstrap drew (videos, or questions where the records name no video)."""
+    overall = audit.summary[(audit.summary["subset"] == "full") & (audit.summary["category"] == "all")]
+    parts = []
+    for benchmark in [b for b in DISPLAY if b in set(overall["benchmark"])]:
+        row = overall[overall["benchmark"] == benchmark].iloc[0]
+        if row["resampled"] == "videos":
+            parts.append(f"{_name(benchmark)}: {int(row['n_resampled']):,} videos ({int(row['n']):,} questions)")
+        else:
+            parts.append(f"{_name(benchmark)}: {int(row['n']):,} questions, one by one (the records name no video, "
+                         f"so questions about one video are treated as independent: too narrow)")
+    return "; ".join(parts)
+
+
+def _points(row, metric: str) -> str:
+    value = f"{row[metric]:+.1f} points"
+    if _missing(row[f"{metric}_lo"]):
+        return f"{value} (no interval: {row.get('interval_note') or 'not computed'})"
+    return f"{value} [{row[f'{metric}_lo']:+.1f}, {row[f'{metric}_hi']:+.1f}]"
+
+
+def _sign(row, metric: str) -> int:
+    """+1 / -1 where the interval lies above / below 0, else 0 (a change the questions cannot tell from none)."""
+    lo, hi = row.get(f"{metric}_lo"), row.get(f"{metric}_hi")
+    if _missing(lo) or _missing(hi):
+        return 0
+    return 1 if lo > 0 else -1 if hi < 0 else 0
+
+
+def _lead_line(row) -> str:
+    """One plain line on a benchmark (or its grounded subset) from the mean of its evaluation VLMs."""
+    who = f"the mean of {row['models']}" if row["models"] else "no model"
+    bg = {1: f"without the video the models beat chance ({row['chance']:.1f}%)",
+          -1: f"without the video the models score below chance ({row['chance']:.1f}%)",
+          0: f"without the video the models cannot be told from chance ({row['chance']:.1f}%)"}[_sign(row, "blind_gap")]
+    text = f"Blind Gap {_points(row, 'blind_gap')}: {bg}"
+    if _missing(row["visual_gain"]):
+        verdict = ("answerable from the text alone" if _sign(row, "blind_gap") > 0 else
+                   "no verdict on the video without video runs")
+        return f"{text}; no video runs, so no Visual Gain ({who}). Verdict: {verdict}."
+    vg = {1: "the video adds accuracy", -1: "the video costs accuracy",
+          0: "the video's effect cannot be told from zero"}[_sign(row, "visual_gain")]
+    text += f". Visual Gain {_points(row, 'visual_gain')}: {vg} ({who})"
+    verdict = {(1, 1): "needs the video in part, but part of its accuracy comes from the text alone",
+               (0, 1): "needs the video", (-1, 1): "needs the video",
+               }.get((_sign(row, "blind_gap"), _sign(row, "visual_gain")),
+                     "answerable from the text: its accuracy says little about the use of the video"
+                     if _sign(row, "blind_gap") > 0 else
+                     "neither the text nor the video lifts these models: it does not tell them apart")
+    return f"{text}. Verdict: {verdict}."
+
+
+def _lead(audit: Audit) -> list[str]:
+    lines = []
+    for benchmark in [b for b in DISPLAY if b in set(audit.headline.get("benchmark", []))]:
+        block = audit.headline[audit.headline["benchmark"] == benchmark].set_index("subset")
+        full = block.loc["full"]
+        line = (f"- **{_name(benchmark)}** ({int(full['n']):,} questions, {int(full['n_resampled']):,} "
+                f"{full['resampled']} resampled): {_lead_line(full)}")
+        if "grounded" in block.index:
+            g = block.loc["grounded"]
+            line += (f" Grounded subset (S ≤ {audit.tau:g}, {int(g['n']):,} questions): Blind Gap "
+                     f"{_points(g, 'blind_gap')}" + (f", Visual Gain {_points(g, 'visual_gain')}."
+                                                      if not _missing(g["visual_gain"]) else "."))
+        lines.append(line)
+    return lines
+
+
+def _models_section(audit: Audit) -> str:
+    rows = []
+    for model in audit.runs.models:
+        info = audit.runs.model_info.get(model)
+        settings = ", ".join(f"{k}={v}" for k, v in info.settings) if info else ""
+        rows.append([audit.label(model), model, settings, audit.roles.get(model, "")])
+    return _markdown(["Label", "Model", "Score-changing settings", "Role"], rows)
+
+
+def _comparison_sentence(audit: Audit, r: pd.Series) -> str:
+    """One plain sentence on a checkpoint against the baseline on one benchmark."""
+    head = f"- **{audit.label(r['model'])}** on {_name(r['benchmark'])} ({r['subset']}, {int(r['n'])} questions): "
+    if _missing(r.get("delta_acc_video")):
+        return head + (f"Acc_B {_points(r, 'delta_acc_blind')} (McNemar p {_p(r['delta_acc_blind_p'])}); "
+                       f"no video runs to compare.")
+    head += (f"Acc_V {_points(r, 'delta_acc_video')} (McNemar p {_p(r['delta_acc_video_p'])}), Blind Gap "
+             f"{_points(r, 'delta_acc_blind')} (p {_p(r['delta_acc_blind_p'])}), Visual Gain "
+             f"{_points(r, 'delta_visual_gain')} (permutation p {_p(r['delta_visual_gain_p'])}): ")
+    if r.get("text_shortcut_gain") is True:
+        return head + ("**gain from text shortcuts**: its accuracy rose while "
+                       + ("the Blind Gap rose" if _sign(r, "delta_acc_blind") > 0 else "the Visual Gain fell")
+                       + ", so what it gained it also has without the video.")
+    if _sign(r, "delta_acc_video") > 0:
+        return head + ("the gain came with more use of the video." if _sign(r, "delta_visual_gain") > 0 else
+                       "accuracy rose with neither a rise of the Blind Gap nor a fall of the Visual Gain the "
+                       "questions can tell.")
+    if _sign(r, "delta_acc_video") < 0:
+        return head + "accuracy fell."
+    return head + "no change of Acc_V the questions can tell from none."
+
+
+def _comparison_section(audit: Audit) -> list[str]:
+    rows = [[audit.label(r["model"]), _name(r["benchmark"]), r["subset"], r["n"]]
+            + [v for m in ("acc_blind", "acc_video", "visual_gain")
+               for v in (_interval(r, f"delta_{m}"), _p(r.get(f"delta_{m}_p")))]
+            + [{True: "yes", False: "no"}.get(r.get("text_shortcut_gain"), "–")]
+            for _, r in audit.comparison.iterrows()]
+    full = audit.comparison[audit.comparison["subset"] == "full"]
+    return [f"## Against the baseline {audit.label(audit.baseline)}", "",
+            "Each model minus the baseline on the same questions (percentage points), with paired intervals (the "
+            "same resampled videos for both models). ΔAcc_B is also the change of the Blind Gap (chance is shared); "
+            "ΔVG the change of the Visual Gain. p: McNemar's exact test for ΔAcc_B and ΔAcc_V (it treats questions "
+            "as independent, optimistic where videos carry several), a sign-flip permutation test over videos for "
+            "ΔVG. Text-shortcut gain: Acc_V rose while the Blind Gap rose or the Visual Gain fell (each interval "
+            "clear of 0), the SFT case of the paper's appendix B.5.", "",
+            _markdown(["Model", "Benchmark", "Subset", "n", "ΔAcc_B (= ΔBG)", "p", "ΔAcc_V", "p", "ΔVG", "p",
+                       "Text-shortcut gain"], rows), "",
+            *[_comparison_sentence(audit, r) for _, r in full.iterrows()], ""]
+
+
+def _frames_section(audit: Audit, plots: dict[str, str]) -> list[str]:
+    rows = [[r["checkpoint"], _name(r["benchmark"]), int(r["max_frames"]), r["n"], _interval(r, "acc_video"),
+             _interval(r, "visual_gain"), _interval(r, "delta_acc_video"), _p(r["delta_acc_video_p"]),
+             _interval(r, "delta_visual_gain"), _p(r["delta_visual_gain_p"])]
+            for _, r in audit.frames.iterrows()]
+    lines = ["## Frame budgets", "",
+             "Runs of one checkpoint that differ only in `max_frames`: Acc_V and VG per budget, and the change "
+             "against its fewest frames (paired over the same resampled videos; p: McNemar for ΔAcc_V, sign-flip "
+             "permutation over videos for ΔVG).", "",
+             _markdown(["Checkpoint", "Benchmark", "Frames", "n", "Acc_V", "VG", "ΔAcc_V vs fewest", "p",
+                        "ΔVG vs fewest", "p"], rows), ""]
+    if "frames" in plots:
+        lines += [f"![Acc_V and VG against frames]({plots['frames']})", ""]
+    return lines
+
+
+def _scores_section(audit: Audit, plots: dict[str, str]) -> list[str]:
+    q = audit.questions
+    rows = []
+    for benchmark in [b for b in DISPLAY if b in set(q["benchmark"])]:
+        block = q[q["benchmark"] == benchmark]
+        for signal in ("T", "V", "S"):
+            values = block[signal].dropna()
+            if values.empty:
+                continue
+            rows.append([_name(benchmark), signal, len(values), values.mean(), values.quantile(0.1), values.median(),
+                         values.quantile(0.9), values.min(), values.max()])
+    if not rows:
+        return []
+    lines = ["## Distributions of T, V and S", "",
+             "Per question: T (textual evidence, in [0, 1]), V (visual necessity, in [−K/(K−1), K/(K−1)]) and "
+             f"S = T − V; the grounded subset is S ≤ τ = {audit.tau:g}.", "",
+             _markdown(["Benchmark", "Score", "n", "mean", "10%", "median", "90%", "min", "max"], rows), ""]
+    if "scores" in plots:
+        lines += [f"![Histograms of T, V and S]({plots['scores']})", ""]
+    return lines
+
+
+def _quoted(text: str) -> list[str]:
+    return [f"   > {line}" if line.strip() else "   >" for line in text.splitlines()]
+
+
+def _top_section(audit: Audit) -> list[str]:
+    top = audit.top_shortcuts
+    if top.empty:
+        return []
+    lines = [f"## The {TOP_SHORTCUTS} highest-S questions", "",
+             "What the shortcut looks like: the questions the text-only models answer most confidently and the "
+             "video helps least. The text is the prompt lmms-eval logged for the question (a sample's `input`: the "
+             "question and its lettered options, as every model saw them).", ""]
+    for benchmark in [b for b in DISPLAY if b in set(top["benchmark"])]:
+        lines += [f"**{_name(benchmark)}**", ""]
+        for r in top[top["benchmark"] == benchmark].itertuples():
+            answer = chr(ord("A") + int(r.answer_index))
+            category = f", {r.category}" if isinstance(r.category, str) and r.category else ""
+            lines.append(f"{r.rank}. S {r.S:.2f} (T {r.T:.2f}, V {r.V:.2f}) `{r.question_id}`{category}, answer "
+                         f"{answer}")
+            lines += _quoted(r.prompt) if isinstance(r.prompt, str) else ["   > (no prompt logged in the samples)"]
+        lines.append("")
+    return lines
+
+
 def _report(audit: Audit, out: Path, plots: dict[str, str], exported: dict[str, int]) -> str:
     p = audit.panel
-    panel_rows = [["T (text_llms)", ", ".join(p.text_llms) or "(none)"], ["V (vlms)", ", ".join(p.vlms) or "(none)"],
-                  ["held out", ", ".join(p.held_out) or "(none)"],
-                  ["LLM-Inspector", ", ".join(p.inspector) or "(none)"]]
-    others = [m for m, r in audit.roles.items() if r in ("vlm", "text_llm")]
+    label = audit.label
+    panel_rows = [["T (text_llms)", ", ".join(map(label, p.text_llms)) or "(none)"],
+                  ["V (vlms)", ", ".join(map(label, p.vlms)) or "(none)"],
+                  ["held out", ", ".join(map(label, p.held_out)) or "(none)"],
+                  ["LLM-Inspector", ", ".join(map(label, p.inspector)) or "(none)"]]
+    others = [label(m) for m, r in audit.roles.items() if r in ("vlm", "text_llm")]
     if others:
         panel_rows.append(["in no panel", ", ".join(others)])
-    used = [[_name(r.benchmark), r.panel, r.models] for r in audit.panel_used.itertuples()]
-    lines = [
-        "# Visual-dependence audit", "",
+    used = [[_name(r.benchmark), r.panel, ", ".join(label(m) for m in r.models.split(", ")) if r.models != "(none)"
+             else r.models] for r in audit.panel_used.itertuples()]
+    lines = ["# Visual-dependence audit", ""]
+    lead = _lead(audit)
+    if lead:
+        lines += ["Per benchmark, from the mean of its held-out VLMs (else of every VLM), with "
+                  f"{audit.confidence_level:.0%} intervals:", "", *lead, ""]
+    lines += [
         f"Panel: {p.source}. τ = {audit.tau:g} (S(q) ≤ τ keeps a question). LLM-Inspector drops a question when "
         f"more than {audit.max_hits} of its LLMs answer it correctly blind; B-Clean drops it when a panel VLM does. "
-        f"Intervals: {audit.confidence_level:.0%} percentile bootstrap over the questions of each benchmark "
-        f"({audit.n_resamples} resamples, seed {audit.seed}); every model, metric, category and subset is computed on "
-        f"the same resamples (so VG is paired), a category's or subset's value being the mean over the drawn "
-        f"questions in it. All values in %.", "",
+        f"Intervals: {audit.confidence_level:.0%} percentile cluster bootstrap ({audit.n_resamples} resamples, seed "
+        f"{audit.seed}): the videos of a benchmark are drawn with replacement, each with all its questions, "
+        f"because questions about one video are not independent (Miller 2024, \"Adding Error Bars to Evals\"). "
+        f"Each category and the grounded subset is resampled within itself; within one, every model and metric is "
+        f"computed on the same resamples (so VG and comparisons are paired). Resampled: "
+        f"{_resampling_sentence(audit)}. All values in %.", "",
+        "Models (a model is a checkpoint under one set of score-changing settings; tables use its label):", "",
+        _models_section(audit), "",
         _markdown(["Panel", "Models"], panel_rows), "",
         "Panel members used per benchmark:", "", _markdown(["Benchmark", "Panel", "Models used"], used), "",
     ]
@@ -204,21 +408,18 @@ def _report(audit: Audit, out: Path, plots: dict[str, str], exported: dict[str, 
     lines += ["## Intervals per benchmark and category", "", _intervals(audit), "",
               "## Table 2: Filtering strategies", "", _table2(audit), "",
               "## Table 5: Before and after filtering", "", _table5(audit), ""]
+    lines += _scores_section(audit, plots)
     if "sweeps" in plots:
         lines += ["## Threshold sweeps", "",
-                  "BG and VG on {q : signal(q) ≤ τ} for the signals T, −V and S (mean over the held-out VLMs, else "
-                  "over every VLM); dashed: the full benchmark; dotted (right axis): questions kept. Every model "
-                  "in sweep.csv.", ""]
+                  "BG and VG on {q : signal(q) ≤ τ} for the signals T, −V and S over each signal's whole range (mean "
+                  "over the held-out VLMs, else over every VLM); dashed: the full benchmark; dotted (right axis): "
+                  "questions kept. Every model in sweep.csv.", ""]
         lines += [f"![Threshold sweeps]({plots['sweeps']})", ""]
+    lines += _top_section(audit)
     if not audit.comparison.empty:
-        rows = [[r["model"], _name(r["benchmark"]), r["subset"], r["n"]] +
-                [_interval(r, f"delta_{m}") for m in ("acc_blind", "acc_video", "visual_gain")]
-                for _, r in audit.comparison.iterrows()]
-        lines += [f"## Against the baseline {audit.baseline}", "",
-                  "Each model minus the baseline on the same questions (percentage points), with paired bootstrap "
-                  "intervals: ΔAcc_B is also the change of the Blind Gap (chance is shared); ΔVG = change of "
-                  "Visual Gain. An interval that excludes 0 is a change the questions support.", "",
-                  _markdown(["Model", "Benchmark", "Subset", "n", "ΔAcc_B (= ΔBG)", "ΔAcc_V", "ΔVG"], rows), ""]
+        lines += _comparison_section(audit)
+    if not audit.frames.empty:
+        lines += _frames_section(audit, plots)
     if not audit.solvability.empty:
         rows = [[_name(r.benchmark), r.subset, r.n, r.tst_solvability, r.chance]
                 for r in audit.solvability.itertuples()]
@@ -232,12 +433,14 @@ def _report(audit: Audit, out: Path, plots: dict[str, str], exported: dict[str, 
         lines += [f"- `{b}_blind_{GROUNDED_SUFFIX}`, `{b}_video_{GROUNDED_SUFFIX}`: {n} questions "
                   f"(`lmms-eval --include_path {out / 'tasks'} --tasks {b}_video_{GROUNDED_SUFFIX}`)"
                   for b, n in exported.items()] + [""]
-    lines += ["## Files used", "", _files_section(audit), ""]
+    lines += ["## Files used", "", _files_section(audit), "",
+              f"Package versions and the sha256 of every input file: `{MANIFEST}`.", ""]
     return "\n".join(lines)
 
 
 # --------------------------------------------------------------------------- plots
-PLOTS = {"diagnostic_space": "diagnostic_space.png", "sweeps": "sweeps.png"}
+PLOTS = {"diagnostic_space": "diagnostic_space.png", "sweeps": "sweeps.png", "scores": "scores.png",
+         "frames": "frames.png"}
 
 
 def _overall_video_rows(audit: Audit) -> pd.DataFrame:
@@ -247,7 +450,8 @@ def _overall_video_rows(audit: Audit) -> pd.DataFrame:
 
 def _planned_plots(audit: Audit) -> dict[str, str]:
     """The plots the audit has data for: name -> file name."""
-    planned = {"diagnostic_space": not _overall_video_rows(audit).empty, "sweeps": not audit.sweep.empty}
+    planned = {"diagnostic_space": not _overall_video_rows(audit).empty, "sweeps": not audit.sweep.empty,
+               "scores": audit.questions[["T", "V", "S"]].notna().any().any(), "frames": not audit.frames.empty}
     return {name: PLOTS[name] for name, drawn in planned.items() if drawn}
 
 
@@ -255,7 +459,8 @@ def _draw_plots(audit: Audit, folder: Path, plots: dict[str, str]) -> None:
     # matplotlib is imported here, in the process that draws: the rest of the audit does without it.
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
-    figures = {"diagnostic_space": _diagnostic_space, "sweeps": _sweep_figure}
+    figures = {"diagnostic_space": _diagnostic_space, "sweeps": _sweep_figure, "scores": _scores_figure,
+               "frames": _frames_figure}
     for name, file_name in plots.items():
         figure = figures[name](audit)
         FigureCanvasAgg(figure)
@@ -326,7 +531,7 @@ def _sweep_figure(audit: Audit) -> Figure:
         for col, signal in enumerate(SWEEP_SIGNALS):
             ax = figure.add_subplot(len(benchmarks), len(SWEEP_SIGNALS), row * len(SWEEP_SIGNALS) + col + 1)
             curve = sweep[sweep["signal"] == signal].groupby("tau")[["blind_gap", "visual_gain", "n_kept"]].mean()
-            ax.set_title(f"{_name(benchmark)} ({', '.join(models) or 'no VLM'})", fontsize=8)
+            ax.set_title(f"{_name(benchmark)} ({', '.join(map(audit.label, models)) or 'no VLM'})", fontsize=8)
             ax.set_xlabel(f"τ on {signal.replace('-', '−')}")
             if curve.empty:
                 ax.text(0.5, 0.5, "not computed (see the notes)", ha="center", va="center", transform=ax.transAxes)
@@ -348,6 +553,59 @@ def _sweep_figure(audit: Audit) -> Figure:
     return figure
 
 
+def _scores_figure(audit: Audit) -> Figure:
+    """Histograms of T, V and S: one row per benchmark, one column per score; S's threshold τ marked."""
+    from matplotlib.figure import Figure
+
+    q = audit.questions
+    benchmarks = [b for b in DISPLAY if b in set(q["benchmark"])]
+    figure = Figure(figsize=(12, 2.8 * len(benchmarks)))
+    figure.subplots_adjust(left=0.06, right=0.98, bottom=0.5 / (2.8 * len(benchmarks)),
+                           top=1 - 0.3 / (2.8 * len(benchmarks)), wspace=0.3, hspace=0.6)
+    for row, benchmark in enumerate(benchmarks):
+        block = q[q["benchmark"] == benchmark]
+        for col, signal in enumerate(("T", "V", "S")):
+            ax = figure.add_subplot(len(benchmarks), 3, row * 3 + col + 1)
+            values = block[signal].dropna()
+            ax.set_title(f"{_name(benchmark)}: {signal} ({len(values)} questions)", fontsize=9)
+            if values.empty:
+                ax.text(0.5, 0.5, "not computed (see the notes)", ha="center", va="center", transform=ax.transAxes)
+                continue
+            # over the score's whole range: comparable across benchmarks, and a constant score still draws
+            extent = signal_range("-V" if signal == "V" else signal, block["n_options"].to_numpy())
+            ax.hist(values, bins=40, range=extent, color=f"C{col}")
+            if signal == "S":
+                ax.axvline(audit.tau, color="0.3", lw=0.8, ls="--")
+            ax.set_ylabel("questions")
+    return figure
+
+
+def _frames_figure(audit: Audit) -> Figure:
+    """Acc_V and VG against max_frames, with intervals: one panel per benchmark, one pair of lines per checkpoint."""
+    from matplotlib.figure import Figure
+
+    frames = audit.frames
+    benchmarks = [b for b in DISPLAY if b in set(frames["benchmark"])]
+    figure = Figure(figsize=(5.5 * len(benchmarks), 4))
+    figure.subplots_adjust(left=0.08, right=0.98, bottom=0.14, top=0.9, wspace=0.3)
+    for col, benchmark in enumerate(benchmarks):
+        ax = figure.add_subplot(1, len(benchmarks), col + 1)
+        block = frames[frames["benchmark"] == benchmark]
+        for i, (checkpoint, rows) in enumerate(block.groupby("checkpoint", sort=True)):
+            rows = rows.sort_values("max_frames")
+            for metric, style in (("acc_video", "-o"), ("visual_gain", "--s")):
+                err = np.abs(np.vstack([rows[metric] - rows[f"{metric}_lo"], rows[f"{metric}_hi"] - rows[metric]]))
+                ax.errorbar(rows["max_frames"], rows[metric], yerr=np.nan_to_num(err), fmt=style, color=f"C{i}",
+                            capsize=3, label=f"{checkpoint}: {'Acc_V' if metric == 'acc_video' else 'VG'}")
+        ax.axhline(0, color="0.7", lw=0.8)
+        ax.set_xticks(sorted(block["max_frames"].unique()))
+        ax.set_xlabel("frames (max_frames)")
+        ax.set_ylabel("%")
+        ax.set_title(_name(benchmark))
+        ax.legend(fontsize=7, loc="best")
+    return figure
+
+
 # --------------------------------------------------------------------------- writing
 def _manifest(audit: Audit, exported: dict[str, int]) -> dict:
     return {
@@ -363,6 +621,15 @@ def _manifest(audit: Audit, exported: dict[str, int]) -> dict:
                      for old, new in audit.runs.replaced],
         "stress_tests": {b: str(t.folder) for b, t in audit.stress_tests.items()},
         "grounded_questions": exported, "notes": audit.notes,
+        "models": {m.name: {"label": m.label, "pretrained": m.pretrained, "settings": dict(m.settings)}
+                   for m in audit.runs.model_info.values()},
+        "resampling": {b.benchmark: {"unit": "videos" if b.clusters is not None else "questions",
+                                     "n_questions": len(b.questions),
+                                     "n_videos": None if b.clusters is None else int(pd.unique(b.clusters).size)}
+                       for b in audit.runs.benchmarks.values()},
+        "dropped_questions": {b.benchmark: b.dropped.to_dict(orient="records")
+                              for b in audit.runs.benchmarks.values() if not b.dropped.empty},
+        **audit.provenance,
     }
 
 
@@ -377,9 +644,9 @@ def _write_all(audit: Audit, folder: Path, out: Path) -> None:
     drawing = _start_drawing(audit, folder, plots)
     try:
         tables = {"summary": audit.summary, "questions": audit.questions, "filters": audit.filters,
-                  "sweep": audit.sweep}
-        if not audit.comparison.empty:
-            tables["compare"] = audit.comparison
+                  "sweep": audit.sweep, "headline": audit.headline}
+        optional = {"compare": audit.comparison, "frames": audit.frames, "top_shortcuts": audit.top_shortcuts}
+        tables |= {name: table for name, table in optional.items() if not table.empty}
         for name, table in tables.items():
             _write_csv(table, folder / f"{name}.csv")
         exported = {}
@@ -405,6 +672,7 @@ def write_audit(audit: Audit, out: str | Path) -> Path:
     out.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.writing-", dir=out.parent))
     try:
+        chmod_like_mkdir(staging)  # mkdtemp makes it 0700; OUT follows the umask like any folder the user makes
         _write_all(audit, staging, out)
         if out.exists():
             previous = Path(tempfile.mkdtemp(prefix=f".{out.name}.previous-", dir=out.parent))

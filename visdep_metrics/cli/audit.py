@@ -12,8 +12,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "audit", help="audit lmms-eval runs of the visdep tasks: BG, VG, T/V/S, filters, grounded tasks, report",
         description="Read lmms-eval output folders (--log_samples runs of the <bench>_blind / <bench>_video tasks) "
-                    "and write summary.csv, questions.csv, filters.csv, sweep.csv, report.md, plots and the "
-                    "grounded task YAMLs (OUT/tasks, for lmms-eval --include_path).")
+                    "and write summary.csv, headline.csv, questions.csv, filters.csv, sweep.csv, top_shortcuts.csv "
+                    "(frames.csv and compare.csv where they apply), report.md, plots, audit.json (provenance: "
+                    "package versions, sha256 of every input) and the grounded task YAMLs (OUT/tasks, for "
+                    "lmms-eval --include_path). A model is a checkpoint under one set of score-changing settings "
+                    "(max_frames, dtype, revision, scoring, ...). Intervals resample videos (cluster bootstrap), "
+                    "within each category and subset.")
     p.add_argument("run_dirs", nargs="+", metavar="RUN_DIR",
                    help="lmms-eval --output_path folders (any nesting); put them before --tst")
     p.add_argument("--out", required=True, help="output folder (new, empty, or an earlier audit's, which is replaced)")
@@ -26,9 +30,23 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--n-resamples", type=_positive_int, default=1000, help="bootstrap resamples (default 1000)")
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
     p.add_argument("--baseline", metavar="MODEL",
-                   help="compare every model with this one (as in pretrained=), question by question: compare.csv "
-                        "and a report section with paired intervals of the changes in Acc_B (= BG), Acc_V and VG")
+                   help="compare every model with this one, question by question: compare.csv and a report section "
+                        "with paired intervals of the changes in Acc_B (= BG), Acc_V and VG, McNemar p-values for "
+                        "the accuracies, a permutation p-value over videos for VG, and a flag where accuracy rose "
+                        "from text shortcuts. MODEL: as in pretrained= (a checkpoint run under several settings, "
+                        "e.g. two max_frames, is named with them: 'org/x [max_frames=8]', or by its label)")
+    p.add_argument("--label", action="append", default=[], metavar="NAME=ALIAS", type=_label,
+                   help="a short label for a model in the report's tables and plots (default: the last part of its "
+                        "pretrained= plus the settings that tell it from other runs of that checkpoint, e.g. "
+                        "'tiny_qwen [max_frames=8]'); repeatable")
     p.set_defaults(func=_audit)
+
+
+def _label(text: str) -> tuple[str, str]:
+    name, sep, alias = text.rpartition("=")
+    if not sep or not name.strip() or not alias.strip():
+        raise argparse.ArgumentTypeError(f"expected NAME=ALIAS, got {text!r}")
+    return name.strip(), alias.strip()
 
 
 def _positive_int(text: str) -> int:
@@ -50,7 +68,7 @@ def _audit(args) -> int:
         check_out_dir(args.out)
         audit = run_audit(args.run_dirs, panel_path=args.panel, tau=args.tau, max_hits=args.max_hits,
                           tst_dirs=args.tst, n_resamples=args.n_resamples, seed=args.seed,
-                          baseline=args.baseline)
+                          baseline=args.baseline, labels=dict(args.label))
         out = write_audit(audit, args.out)
     except (RunDataError, PanelError, StressTestError, OutputDirError, PlotError, ValueError) as e:
         logger.error(str(e))
