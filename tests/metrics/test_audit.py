@@ -256,3 +256,37 @@ def test_where_forking_is_unsafe_everything_runs_in_this_process(toy_tree, tmp_p
     out = write_audit(run_audit([toy_tree], n_resamples=20), tmp_path / "audit")
     for name in ("diagnostic_space.png", "sweeps.png"):
         assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_provenance_umask_and_panel_notes(toy_tree, tmp_path):
+    import hashlib
+    import os
+
+    panel = tmp_path / "panel.yaml"
+    # an inspector LLM that has runs only on another benchmark: the filter says it left it out
+    write_run(tmp_path / "other", "org/inspector", {"vru_accident_blind": records_from_correct(
+        "vru_accident", "blind", [1, 0], [4, 4])}, model_type="visdep_llm")
+    panel.write_text("text_llms: [org/llm-a, org/llm-b]\nvlms: [org/vlm-a, org/vlm-b]\n"
+                     "inspector_llms: [org/llm-a, org/inspector]\n")
+    old = os.umask(0o027)
+    try:
+        out = write_audit(run_audit([toy_tree, tmp_path / "other"], panel_path=panel, n_resamples=20),
+                          tmp_path / "audit")
+    finally:
+        os.umask(old)
+    assert (out.stat().st_mode & 0o777) == 0o750  # as mkdir under this umask makes it, not mkdtemp's 0700
+    manifest = json.loads((out / "audit.json").read_text())
+    for path in [*toy_tree.rglob("*.json*"), panel]:
+        assert manifest["input_sha256"][str(path)] == hashlib.sha256(path.read_bytes()).hexdigest()
+    assert {"python", "visdep", "lmms-eval", "numpy", "scipy", "pandas"} <= set(manifest["versions"])
+    assert "mmau: LLM-Inspector leaves out ['org/inspector'] (panel inspector_llms): no run of it here" in \
+        manifest["notes"]
+
+
+def test_sweep_spans_the_whole_range_of_each_signal(toy_runs):
+    # K = 2, 4, 3: V(q) can reach K/(K-1) = 2, so S = T - V spans [-2, 3] and -V [-2, 2]
+    sweep = run_audit([toy_runs], n_resamples=20).sweep
+    ranges = sweep.groupby("signal")["tau"].agg(["min", "max"])
+    assert ranges.loc["S"].tolist() == [-2.0, 3.0]
+    assert ranges.loc["-V"].tolist() == [-2.0, 2.0]
+    assert ranges.loc["T"].tolist() == [0.0, 1.0]

@@ -266,3 +266,61 @@ def test_an_error_in_a_worker_process_names_the_file_and_line(tmp_path, monkeypa
     monkeypatch.setattr(runs_module, "PARALLEL_READ_BYTES", 0)
     with pytest.raises(RunDataError, match=f"{path}:8: question 'ab-7': non-finite option log-probabilities"):
         load_runs([root])
+
+
+# --------------------------------------------------------------------------- models told apart by settings
+def test_frame_budgets_of_one_checkpoint_are_two_models_with_short_labels(tmp_path):
+    for frames, correct in ((4, [1, 0, 0, 0, 0, 0]), (8, [1, 1, 1, 0, 0, 0])):
+        write_run(tmp_path, "/ckpts/tiny_qwen",
+                  {"mmau_blind": mmau("blind"), "mmau_video": mmau("video", correct=correct)},
+                  extra_args=f"max_frames={frames},device=cpu,batch_size=8", subfolder=f"f{frames}")
+    # settings that do not change scores (device, batch_size) do not split a model
+    write_run(tmp_path, "/ckpts/other/tiny_qwen", {"mmau_blind": mmau("blind")}, model_type="visdep_llm",
+              extra_args="device=cuda:0", subfolder="llm")
+    runs = load_runs([tmp_path])
+    bench = runs.benchmarks["mmau"]
+    assert bench.models == ["/ckpts/other/tiny_qwen", "/ckpts/tiny_qwen [max_frames=4]",
+                            "/ckpts/tiny_qwen [max_frames=8]"]
+    assert bench.correct_video[1:].sum(axis=1).tolist() == [1, 3]
+    labels = {m: runs.label(m) for m in bench.models}
+    # two checkpoints share the last path part: their labels take one more
+    assert labels == {"/ckpts/other/tiny_qwen": "other/tiny_qwen",
+                      "/ckpts/tiny_qwen [max_frames=4]": "ckpts/tiny_qwen [max_frames=4]",
+                      "/ckpts/tiny_qwen [max_frames=8]": "ckpts/tiny_qwen [max_frames=8]"}
+    aliased = load_runs([tmp_path], labels={"/ckpts/tiny_qwen [max_frames=8]": "q8", "other/tiny_qwen": "llm"})
+    assert aliased.label("/ckpts/tiny_qwen [max_frames=8]") == "q8"
+    assert aliased.label("/ckpts/other/tiny_qwen") == "llm"
+    with pytest.raises(RunDataError, match=r"--label '/ckpts/tiny_qwen' names 2 models"):
+        load_runs([tmp_path], labels={"/ckpts/tiny_qwen": "q"})
+
+
+def test_a_blind_run_is_never_paired_with_a_video_run_of_other_settings(tmp_path):
+    write_run(tmp_path, "org/vlm", {"mmau_blind": mmau("blind")}, extra_args="max_frames=8,dtype=float32",
+              subfolder="blind")
+    write_run(tmp_path, "org/vlm", {"mmau_video": mmau("video")}, extra_args="max_frames=8,dtype=bfloat16",
+              subfolder="video")
+    with pytest.raises(RunDataError, match=r"org/vlm \[dtype=bfloat16\] has a video run of mmau .* no blind run with "
+                                           r"the same settings; blind runs of that checkpoint have other settings: "
+                                           r"\['org/vlm \[dtype=float32\]'\]"):
+        load_runs([tmp_path])
+
+
+def test_unknown_record_fields_are_ignored_and_the_video_is_read(tmp_path):
+    records = mmau("blind")
+    for i, r in enumerate(records):
+        r["continuations"] = [" A", " B", " C", " D", " E"]  # a field the reader does not know
+        r["video"] = f"CAP-DATA/1-10/1/{i // 2:03d}"
+    write_run(tmp_path, "org/vlm", {"mmau_blind": records})
+    bench = load_runs([tmp_path]).benchmarks["mmau"]
+    assert bench.questions["video"].tolist() == [f"CAP-DATA/1-10/1/{i // 2:03d}" for i in range(6)]
+    assert bench.clusters is not None and len(set(bench.clusters)) == 3
+
+
+def test_runs_that_disagree_on_a_question_video(tmp_path, capsys):
+    blind, video = mmau("blind"), mmau("video")
+    for i, (b, v) in enumerate(zip(blind, video, strict=True)):
+        b["video"] = v["video"] = f"v{i}.mp4"
+    video[3]["video"] = "other.mp4"
+    write_run(tmp_path / "runs", "org/vlm", {"mmau_blind": blind, "mmau_video": video})
+    assert "disagree on video for 1 question(s) ('cap-3': 'v3.mp4' vs 'other.mp4')" in audit_cli(
+        tmp_path, capsys, tmp_path / "runs")
