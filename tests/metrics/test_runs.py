@@ -324,3 +324,21 @@ def test_runs_that_disagree_on_a_question_video(tmp_path, capsys):
     write_run(tmp_path / "runs", "org/vlm", {"mmau_blind": blind, "mmau_video": video})
     assert "disagree on video for 1 question(s) ('cap-3': 'v3.mp4' vs 'other.mp4')" in audit_cli(
         tmp_path, capsys, tmp_path / "runs")
+
+
+def test_a_panel_must_name_which_frame_budget_it_means(tmp_path):
+    from visdep_metrics.audit.compute import run_audit
+    from visdep_metrics.audit.panels import PanelError
+
+    for frames in (4, 8):
+        write_run(tmp_path / "runs", "org/vlm", {"mmau_blind": mmau("blind"), "mmau_video": mmau("video")},
+                  extra_args=f"max_frames={frames}", subfolder=f"f{frames}")
+    write_run(tmp_path / "runs", "org/llm", {"mmau_blind": mmau("blind")}, model_type="visdep_llm")
+    panel = tmp_path / "panel.yaml"
+    panel.write_text("text_llms: [org/llm]\nvlms: [org/vlm]\n")
+    with pytest.raises(PanelError, match=r"panel entry 'org/vlm' names 2 models .*'org/vlm \[max_frames=4\]', "
+                                         r"'org/vlm \[max_frames=8\]'"):
+        run_audit([tmp_path / "runs"], panel_path=panel, n_resamples=10)
+    panel.write_text("text_llms: [org/llm]\nvlms: ['org/vlm [max_frames=8]']\n")
+    audit = run_audit([tmp_path / "runs"], panel_path=panel, n_resamples=10)
+    assert audit.panel.vlms == ("org/vlm [max_frames=8]",) and audit.roles["org/vlm [max_frames=4]"] == "vlm"

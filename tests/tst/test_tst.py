@@ -197,3 +197,21 @@ def test_assign_folds_one_question_per_video():
     assert not np.array_equal(fold, assign_folds(np.arange(100).astype(str), strata, 5, seed=1))
     with pytest.raises(ValueError, match="at least 5 videos"):
         assign_folds(np.array(["v1", "v1", "v2", "v3", "v4", "v4"]), np.zeros(6).astype(str), 5, seed=0)
+
+
+def test_out_is_checked_before_the_cross_validation(shortcut_root, tmp_path, monkeypatch, capsys):
+    from visdep_metrics.tst import stress_test
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the cross-validation ran before --out was checked")
+
+    foreign = tmp_path / "notes"
+    foreign.mkdir()
+    (foreign / "mine.txt").write_text("keep me")
+    monkeypatch.setattr(stress_test, "run_tst", refuse)
+    for command in ("tst", "ibp"):
+        extra = ["--budget", "10", "--batch-size", "5"] if command == "ibp" else []
+        assert main([command, "--benchmark", "vru_accident", "--root", str(shortcut_root), "--out", str(foreign),
+                     *extra]) == 2
+        assert f"{foreign}: exists and is not an earlier visdep {command} output" in capsys.readouterr().err
+    assert [p.name for p in foreign.iterdir()] == ["mine.txt"]

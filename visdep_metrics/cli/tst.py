@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 from loguru import logger
 
@@ -40,7 +41,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--benchmark", required=True, choices=list(BENCHMARKS))
     p.add_argument("--root", default=None, help="benchmark root (default: its *_ROOT environment variable)")
-    p.add_argument("--out", required=True, help="output folder")
+    p.add_argument("--out", required=True, help="output folder: new, empty, or an earlier output of the same command "
+                                                "(checked before anything runs)")
     p.add_argument("--folds", type=int, default=5, help="cross-validation folds (default 5)")
     p.add_argument("--seed", type=int, default=42, help="seed of folds, forests and tie-breaking (default 42)")
     p.add_argument("--n-estimators", type=int, default=200, help="trees per forest (default 200)")
@@ -63,9 +65,24 @@ def _load(args) -> list[dict] | None:
         return None
 
 
+def _out_ok(out: str, marker: str, command: str) -> bool:
+    """Checked before the cross-validation runs: OUT must be new, empty, or an earlier output of `command`."""
+    from visdep_metrics.outdir import OutputDirError, check_out_dir
+
+    try:
+        check_out_dir(out, marker, command)
+    except OutputDirError as e:
+        logger.error(str(e))
+        print(f"visdep {command}: error: {e}", file=sys.stderr)
+        return False
+    return True
+
+
 def _tst(args) -> int:
     from visdep_metrics.tst.stress_test import format_summary, run_tst, write_tst
 
+    if not _out_ok(args.out, "summary.json", "tst"):
+        return 2
     records = _load(args)
     if records is None:
         return 2
@@ -97,6 +114,8 @@ def _run_llm(args, records):
 def _ibp(args) -> int:
     from visdep_metrics.tst.ibp import iterative_bias_pruning, resolve_budget, write_ibp
 
+    if not _out_ok(args.out, "ibp.json", "ibp"):
+        return 2
     records = _load(args)
     if records is None:
         return 2
