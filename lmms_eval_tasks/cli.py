@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import os
 import re
 
 from lmms_eval_tasks.discovery import tasks_path
@@ -22,7 +23,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-videos", action="store_true", help="annotation files only")
     p.set_defaults(func=_fixtures)
 
-    p = sub.add_parser("check-data", help="load benchmarks from their *_ROOT variables and report what was read")
+    p = sub.add_parser("check-data", help="load the benchmarks whose *_ROOT variable is set (the others are skipped) "
+                                          "and report what was read, warning where a benchmark has fewer questions "
+                                          "than its official count")
     p.add_argument("benchmarks", nargs="*", default=list(BENCHMARKS), help=f"default: all ({', '.join(BENCHMARKS)})")
     p.set_defaults(func=_check_data)
 
@@ -36,12 +39,52 @@ def _fixtures(args) -> int:
     return 0
 
 
+# The official test sets' sizes, as their papers and files state them: (total, per source). AccidentBench's
+# land-domain count is stated neither in its paper nor in its README (they give ~19,000 questions over all three
+# domains), so it is not checked.
+OFFICIAL_COUNTS: dict[str, tuple[int, dict[str, int]] | None] = {
+    "mmau": (2453, {"CAP": 1953, "DADA": 500}),
+    "vru_accident": (6000, {"CAP_DATA": 287 * 6, "DADA_2000": 223 * 6, "DoTA": 100 * 6, "MANUAL_DATA": 390 * 6}),
+    "trafficqa": (6075, {}),  # R2_test.jsonl
+    "accidentbench": None,
+}
+
+
+def count_warnings(name: str, records: list[dict]) -> list[str]:
+    """Shortfalls against the official question count (total and per source); none where no count is known."""
+    official = OFFICIAL_COUNTS.get(name)
+    if official is None:
+        return []
+    total, per_source = official
+    found = collections.Counter(r["source"] for r in records)
+    warnings = []
+    if len(records) < total:
+        parts = f" ({' + '.join(f'{src} {n:,}' for src, n in per_source.items())})" if per_source else ""
+        warnings.append(f"{len(records):,} questions, but the official test set has {total:,}{parts}: "
+                        f"{total - len(records):,} missing (a partial download or an older release?)")
+    warnings += [f"source {src}: {found.get(src, 0):,} questions of the official {n:,}"
+                 for src, n in per_source.items() if found.get(src, 0) < n]
+    return warnings
+
+
 def _check_data(args) -> int:
-    status = 0
+    from lmms_eval_tasks.loaders import get_benchmark
+
+    status, checked = 0, 0
     for name in args.benchmarks:
         try:
+            variable = get_benchmark(name).env_var
+        except KeyError as e:
+            print(f"{name}: ERROR {e.args[0]}")
+            status = 1
+            continue
+        if not os.environ.get(variable):
+            print(f"{name}: skipped ({variable} is not set)")
+            continue
+        checked += 1
+        try:
             records = load_benchmark(name)
-        except (BenchmarkDataError, KeyError) as e:
+        except BenchmarkDataError as e:
             print(f"{name}: ERROR {e}")
             status = 1
             continue
@@ -49,6 +92,10 @@ def _check_data(args) -> int:
         cats = collections.Counter(r["category"] for r in records if r["category"])
         dup = [r["question_id"] for r in records if len(set(r["options"])) < len(r["options"])]
         print(f"{name}: {len(records)} questions, options per question {dict(sorted(k.items()))}")
+        for warning in count_warnings(name, records):
+            print(f"  WARNING: {warning}")
+        if OFFICIAL_COUNTS.get(name) is None:
+            print("  (no official count to compare with: the land domain's size is not stated by AccidentBench)")
         if cats:
             print(f"  categories: {dict(cats)}")
         stray = [r["question_id"] for r in records if any(_STRAY_MARKER.search(o) for o in r["options"])]
@@ -58,4 +105,7 @@ def _check_data(args) -> int:
         if dup:
             print(f"  {len(dup)} question(s) with two identical option texts (option scoring cannot separate "
                   f"them), e.g. {dup[:3]}")
+    if not checked:
+        variables = ", ".join(BENCHMARKS[b].env_var for b in args.benchmarks if b in BENCHMARKS)
+        print(f"no benchmark checked: none of {variables} is set (point them at the official downloads)")
     return status
