@@ -3,9 +3,9 @@
 Writes an lmms-eval output tree in the 0.7.3 format (one folder per model, `<date>_results.json` and
 `<date>_samples_<task>.jsonl` lines with doc_id, target, filtered_resps, token_counts, doc_hash, acc,
 the visdep record and the prompt as `input`), 100,000 questions spread over the four benchmarks
-(categories and varying K as in the real ones), then runs the real `visdep audit` command on it with a
-panel (3 text LLMs, 5 VLMs, 2 held out) and reports its wall time and peak memory as measured, with their
-ratios to the targets. The audit forks one reader per core and a plot process, so memory is the peak of the
+(categories, varying K and questions per video as in the real ones: the intervals resample videos),
+then runs the real `visdep audit` command on it with a panel (3 text LLMs, 5 VLMs, 2 held out) and reports
+its wall time and peak memory as measured, with their ratios to the targets. The audit forks one reader per core and a plot process, so memory is the peak of the
 RSS summed over all its processes (sampled every 50 ms; an upper bound, as pages a child shares with its
 parent count twice).
 
@@ -34,22 +34,22 @@ import psutil
 TIME_TARGET_S = 10.0
 MEMORY_TARGET_MB = 2048.0
 DATE = "20260101_120000"
-# benchmark -> (categories, option counts K drawn per question)
+# benchmark -> (categories, option counts K drawn per question, questions per video)
 BENCHMARKS = {
-    "mmau": ([None], [5]),
+    "mmau": ([None], [5], 1),
     "vru_accident": (["weather and light", "location", "road type", "accident type", "accident reason",
-                      "prevention method"], [4]),
+                      "prevention method"], [4], 6),
     "trafficqa": (["basic understanding", "attribution", "event forecasting", "reverse reasoning",
-                   "counterfactual inference", "introspection"], [2, 3, 4, 4, 4, 4]),
+                   "counterfactual inference", "introspection"], [2, 3, 4, 4, 4, 4], 6),
     "accidentbench": (["temporal_causal_reasoning", "spatial_reasoning", "intent_goal_reasoning"],
-                      [2, 3, 4, 4, 5, 6, 12]),
+                      [2, 3, 4, 4, 5, 6, 12], 9),
 }
 OPTION = "the driver of the white car fails to yield while turning left at the intersection"
 
 
 def questions(benchmark: str, n: int, seed: int) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(seed)
-    categories, ks = BENCHMARKS[benchmark]
+    categories, ks, _ = BENCHMARKS[benchmark]
     k = rng.choice(ks, n)
     return {"k": k, "answer": rng.integers(0, k), "category": rng.integers(0, len(categories), n),
             "difficulty": rng.normal(0, 1, n)}
@@ -57,7 +57,7 @@ def questions(benchmark: str, n: int, seed: int) -> dict[str, np.ndarray]:
 
 def write_samples(args) -> None:
     path, benchmark, mode, q, model_index = args
-    categories, _ = BENCHMARKS[benchmark]
+    categories, _, per_video = BENCHMARKS[benchmark]
     rng = np.random.default_rng([model_index, hash(mode) % 1000, len(path.name)])
     n = len(q["k"])
     skill = 0.4 + 0.1 * (model_index % 4) + (0.5 if mode == "video" else 0.0)
@@ -72,7 +72,8 @@ def write_samples(args) -> None:
             category = categories[q["category"][i]]
             options = "\\n".join(f"{chr(65 + j)}. {OPTION} ({j})" for j in range(k))
             record = (f'{{"question_id": "{benchmark}-{i}", "benchmark": "{benchmark}", "mode": "{mode}", '
-                      f'"category": {json.dumps(category)}, "source": "SRC", "n_options": {k}, '
+                      f'"category": {json.dumps(category)}, "source": "SRC", "video": "videos/{i // per_video}.mp4", '
+                      f'"n_options": {k}, '
                       f'"answer_index": {y}, "option_logprobs": [{lps}], "scoring": "letter"}}')
             resps = ", ".join(f'"({-float(x)!r}, False)"' for x in lp)
             f.write(f'{{"doc_id": {i}, "target": "{y}", "filtered_resps": [{resps}], '
@@ -94,6 +95,7 @@ def write_tree(root: Path, n_questions: int, n_models: int) -> list[str]:
         results = {"results": {t: {"alias": t} for t in tasks},
                    "configs": {t: {"task": t, "tag": f"visdep_{t.rsplit('_', 1)[1]}"} for t in tasks},
                    "config": {"model": "visdep_vlm", "model_args": f"pretrained={model},max_frames=16"},
+                   "n-samples": {t: {"original": per_benchmark, "effective": per_benchmark} for t in tasks},
                    "date": DATE}
         (folder / f"{DATE}_results.json").write_text(json.dumps(results))
         for b in BENCHMARKS:
@@ -139,7 +141,7 @@ def main() -> int:
     args = parser.parse_args()
     work = args.workdir or Path(tempfile.mkdtemp(prefix="bench_audit_"))
     runs, out, panel, marker = work / "runs", work / "audit", work / "panel.yaml", work / "tree.json"
-    shape = {"questions": args.questions, "models": args.models, "format": 2}
+    shape = {"questions": args.questions, "models": args.models, "format": 3}
     if out.exists():
         shutil.rmtree(out)
     if marker.is_file() and json.loads(marker.read_text()) == shape:

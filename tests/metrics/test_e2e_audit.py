@@ -117,7 +117,9 @@ def test_cli_runs_audit_and_grounded_task(fixture_env, tmp_path):
     s_x = pd.read_csv(tst / "s_x.csv", dtype={"question_id": str}).set_index("question_id")
     assert mmau["s_tst"].tolist() == s_x.loc[mmau["question_id"], "s"].tolist()
     report = (out / "report.md").read_text()
-    assert f"**MM-AU, {HELD_OUT}** (held out)" in report and "VRU-Accident" in report
+    assert f"**MM-AU, {HELD_OUT.split('/')[-1]}** (held out)" in report and "VRU-Accident" in report  # its label
+    # the samples name each question's video: intervals resample the videos
+    assert "MM-AU: 10 videos (10 questions)" in report
     kept_solvability = 100 * s_x.loc[expected, "correct"].mean()
     assert f"| MM-AU | full | 10 | {100 * s_x['correct'].mean():.2f} |" in report
     assert f"| MM-AU | grounded | 5 | {kept_solvability:.2f} |" in report

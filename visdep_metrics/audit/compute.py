@@ -329,9 +329,9 @@ def _frame_rows(bench: BenchmarkResults, scores: pd.DataFrame, summary: list[dic
             info = runs.model_info[model]
             row = {"benchmark": bench.benchmark, "checkpoint": info.checkpoint_label(FRAMES_SETTING), "model": model,
                    "max_frames": info.max_frames, "fewest_frames_model": fewest}
-            row |= {key: overall[model][key] for key in ("n", "n_resampled", "resampled", "acc_video", "acc_video_lo",
-                                                          "acc_video_hi", "visual_gain", "visual_gain_lo",
-                                                          "visual_gain_hi")}
+            row |= {key: overall[model][key] for key in ("n", "n_resampled", "resampled", "interval_note", "acc_video",
+                                                          "acc_video_lo", "acc_video_hi", "visual_gain",
+                                                          "visual_gain_lo", "visual_gain_hi")}
             for name in ("acc_video", "visual_gain"):
                 for suffix in ("", "_lo", "_hi", "_p"):
                     row[f"delta_{name}{suffix}"] = deltas.get(model, {}).get(f"delta_{name}{suffix}", np.nan)

@@ -688,16 +688,19 @@ def _compare(reference: TaskRun, other: TaskRun, subset_allowed: bool = False) -
     for name in ("n_options", "answer_index", "video"):
         ref_values = getattr(reference, name)
         values = getattr(other, name)
-        if name == "video":
-            ref_values, values = ref_values.to_numpy(zero_copy_only=False), values.to_numpy(zero_copy_only=False)
-            known = pd.notna(ref_values[positions]) & pd.notna(values)  # runs from before `video` was recorded
+        if name == "video":  # null in runs from before `video` was recorded: nothing to compare
+            ref_values = ref_values.take(pa.array(positions))
+            differ = pc.fill_null(pc.not_equal(ref_values, values), False)
+            differ = np.flatnonzero(differ.to_numpy(zero_copy_only=False)) if pc.any(differ).as_py() else []
+            if len(differ):
+                ref_values, values = ref_values.to_pylist(), values.to_pylist()
         else:
-            known = np.ones(len(values), dtype=bool)
-        differ = np.flatnonzero(known & (ref_values[positions] != values))
-        if differ.size:
-            examples = ", ".join(f"{other.question_id[int(i)].as_py()!r}: {_shown(ref_values[positions[i]])} vs "
+            ref_values = ref_values[positions]
+            differ = np.flatnonzero(ref_values != values)
+        if len(differ):
+            examples = ", ".join(f"{other.question_id[int(i)].as_py()!r}: {_shown(ref_values[i])} vs "
                                  f"{_shown(values[i])}" for i in differ[:3])
-            raise RunDataError(f"runs of {reference.benchmark} disagree on {name} for {differ.size} question(s) "
+            raise RunDataError(f"runs of {reference.benchmark} disagree on {name} for {len(differ)} question(s) "
                                f"({examples}) between {reference.describe()} and {other.describe()}; "
                                f"were they run on different versions of the benchmark files?")
     return positions
@@ -749,6 +752,7 @@ def _pair(benchmark: str, runs: list[TaskRun]) -> BenchmarkResults:
     covered = np.ones(n, dtype=bool)  # by every video run
     lacking: dict[int, list[str]] = {}
     videos = reference.video.to_numpy(zero_copy_only=False).astype(object)
+    videos_missing = reference.video.null_count > 0
     for i, model in enumerate(models):
         for mode, run in by_model[model].items():
             positions = _compare(reference, run, subset_allowed=mode == "video")
@@ -756,8 +760,9 @@ def _pair(benchmark: str, runs: list[TaskRun]) -> BenchmarkResults:
             arrays[f"p_answer_{mode}"][i, positions] = run.p_answer
             if mode == "blind":
                 arrays["entropy_blind"][i, positions] = run.entropy
-            missing = pd.isna(videos[positions])
-            videos[positions[missing]] = run.video.to_numpy(zero_copy_only=False)[missing]
+            if videos_missing and run.video.null_count < len(run.video):  # take the videos other runs name
+                missing = pd.isna(videos[positions])
+                videos[positions[missing]] = run.video.to_numpy(zero_copy_only=False)[missing]
             if len(positions) < n:
                 in_run = np.zeros(n, dtype=bool)
                 in_run[positions] = True
