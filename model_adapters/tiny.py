@@ -7,8 +7,15 @@ template, so prompts have realistic shapes. Weights are random (seeded): rebuild
 byte-identical. Nothing is downloaded.
 
 Kinds: the vision-language families `qwen2_5_vl`, `qwen2_vl`, `llava_onevision`, `internvl`
-(the HF-native InternVL2.5/3/3.5 `-hf` class) and the causal LMs `qwen2`, `llama` (Llama-3 style
-tokenizer that prepends BOS). `size="bench"` makes a checkpoint in which model compute dominates
+(the HF-native InternVL2.5/3/3.5 `-hf` class) and the causal LMs
+- `qwen2`: Qwen2.5-Instruct style, ChatML template, byte-level BPE, no BOS;
+- `llama`: Llama-3.1-Instruct style, byte-level BPE tokenizer that prepends BOS;
+- `mistral_base`: Mistral-7B-v0.1 / Llama-2 style base model: a SentencePiece-style BPE (Metaspace "▁",
+  byte fallback `<0x0A>`, prepends `<s>`) and no chat template;
+- `qwen2_base`: a base model whose tokenizer adds no BOS, no chat template;
+- `deepseek`: DeepSeek-LLM-7B-Chat style, whose template's generation prompt ends in "Assistant:" (no space).
+
+`size="bench"` makes a checkpoint in which model compute dominates
 Python overhead: a wider text model and >= 256 visual tokens for a 16-frame video.
 """
 
@@ -21,12 +28,14 @@ from pathlib import Path
 import numpy as np
 
 VLM_KINDS = ("qwen2_5_vl", "qwen2_vl", "llava_onevision", "internvl")
-LLM_KINDS = ("qwen2", "llama")
+LLM_KINDS = ("qwen2", "llama", "mistral_base", "qwen2_base", "deepseek")
 KINDS = VLM_KINDS + LLM_KINDS
 SIZES = ("test", "bench")
 
 QWEN_SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|vision_start|>", "<|vision_end|>",
                  "<|image_pad|>", "<|video_pad|>", "<image>", "<video>", "<IMG_CONTEXT>", "<img>", "</img>"]
+SENTENCEPIECE_SPECIALS = ["<unk>", "<s>", "</s>"]
+DEEPSEEK_SPECIALS = ["<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>"]
 LLAMA_SPECIALS = ["<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>", "<|end_header_id|>",
                   "<|eot_id|>", "<|finetune_right_pad_id|>"]
 # The pre-tokenizer split of Qwen2 / Llama-3 tokenizers.
@@ -79,6 +88,14 @@ LLAMA3_TEMPLATE = (
     "{% endfor %}{% if add_generation_prompt %}{{ '<|start_header_id|>assistant<|end_header_id|>\n\n' }}{% endif %}"
 )
 
+DEEPSEEK_TEMPLATE = (  # deepseek-ai/deepseek-llm-7b-chat
+    "{% if not add_generation_prompt is defined %}{% set add_generation_prompt = false %}{% endif %}{{ bos_token }}"
+    "{% for message in messages %}{% if message['role'] == 'user' %}{{ 'User: ' + message['content'] + '\n\n' }}"
+    "{% elif message['role'] == 'assistant' %}{{ 'Assistant: ' + message['content'] + eos_token }}"
+    "{% elif message['role'] == 'system' %}{{ message['content'] + '\n\n' }}{% endif %}{% endfor %}"
+    "{% if add_generation_prompt %}{{ 'Assistant:' }}{% endif %}"
+)
+
 
 @dataclass(frozen=True)
 class Size:
@@ -92,15 +109,19 @@ class Size:
     vision_layers: int
     frame_side: int  # pixels: the video processors resize frames to this side (LLaVA-OV, InternVL)
     qwen_pixels: int  # Qwen min = max pixels per frame (a multiple of 28*28 keeps the grid exact)
+    weight_std: float | None = None  # redraw every matrix from N(0, std); None keeps transformers' init (0.02)
 
 
-# test: ~1 MiB; 16 square frames give 32 (Qwen) to 65 (LLaVA-OV) visual tokens.
+# test: ~1 MiB; 16 square frames give 32 (Qwen) to 65 (LLaVA-OV) visual tokens. Its matrices are drawn with std 0.1:
+# at transformers' 0.02 a model this small answers almost uniformly whatever it is shown (16 frames timed at 1.25 s
+# or at 2/24 s per temporal patch moved the letters' log-probabilities by 3e-4), and a test comparing values
+# within 1e-4 could barely tell a wrong input from a right one; at 0.1 the same change moves them by about 0.4.
 # bench: ~90 MiB; 16 square frames give about 1,000 visual tokens (Qwen: 8 temporal patches x 11x11
 # merged; LLaVA-OV: 16 x 8x8 + 1; InternVL: 16 x 8x8), still fewer than real checkpoints use
 # (LLaVA-OV-7B: 16 x 196), and the text model is wide enough that forwards, not Python, dominate.
 SIZE_PRESETS = {
     "test": Size(hidden=64, layers=2, heads=4, kv_heads=2, vision_hidden=32, vision_layers=2, frame_side=32,
-                 qwen_pixels=56 * 56),
+                 qwen_pixels=56 * 56, weight_std=0.1),
     "bench": Size(hidden=512, layers=6, heads=8, kv_heads=2, vision_hidden=128, vision_layers=2, frame_side=128,
                   qwen_pixels=448 * 224),
 }
@@ -116,6 +137,8 @@ def _corpus() -> list[str]:
     rng = np.random.default_rng(0)
     lines = [" ".join(rng.choice(words, 12)) + "?" for _ in range(3000)]
     lines += [f"{letter}. {w}" for letter in "ABCDEFGHIJKL" for w in words]
+    # base-model answer cues and chat turns, so that " A" and "Assistant:" are whole tokens as in real vocabularies
+    lines += [f"Answer: {letter}" for letter in "ABCDEFGHIJKL"] * 20 + ["User: Assistant:"] * 50
     # the prompt's fixed phrases, so that prompts tokenise about as compactly as with a real vocabulary
     lines += ["Answer with the option's letter from the given choices directly.", "0123456789", "You are a helpful "
               "assistant.", "system user assistant", "Choose the correct option (A, B, C, or D) without any "
@@ -138,7 +161,7 @@ def _train_bpe(specials: list[str], vocab_size: int = 1024):
     return tok
 
 
-def _qwen_tokenizer(chat_template: str, named_tokens: dict[str, str] | None = None):
+def _qwen_tokenizer(chat_template: str | None, named_tokens: dict[str, str] | None = None):
     """A `Qwen2Tokenizer`; `named_tokens` become `tokenizer.<name>` attributes (InternVL's processor reads them)."""
     import transformers as tf
 
@@ -254,20 +277,77 @@ def _build_qwen2(size: Size):
     return tf.Qwen2ForCausalLM(config), tok
 
 
-def _build_llama(size: Size):
+def _bos_tokenizer(specials: list[str], bos: str, eos: str, pad: str | None, chat_template: str):
+    """A byte-level BPE `PreTrainedTokenizerFast` that prepends `bos` (Llama-3, DeepSeek-LLM)."""
     import transformers as tf
     from tokenizers import processors
 
-    raw = _train_bpe(LLAMA_SPECIALS)
+    raw = _train_bpe(specials)
     raw.post_processor = processors.TemplateProcessing(
-        single="<|begin_of_text|> $A", pair="<|begin_of_text|> $A <|begin_of_text|> $B",
-        special_tokens=[("<|begin_of_text|>", 0)])
-    tok = tf.PreTrainedTokenizerFast(tokenizer_object=raw, bos_token="<|begin_of_text|>", eos_token="<|eot_id|>",
-                                     pad_token="<|finetune_right_pad_id|>", chat_template=LLAMA3_TEMPLATE)
+        single=f"{bos} $A", pair=f"{bos} $A {bos} $B", special_tokens=[(bos, specials.index(bos))])
+    return tf.PreTrainedTokenizerFast(tokenizer_object=raw, bos_token=bos, eos_token=eos, pad_token=pad,
+                                      chat_template=chat_template)
+
+
+def _build_llama(size: Size):
+    import transformers as tf
+
+    tok = _bos_tokenizer(LLAMA_SPECIALS, "<|begin_of_text|>", "<|eot_id|>", "<|finetune_right_pad_id|>",
+                         LLAMA3_TEMPLATE)
     bos, eos, pad = _ids(tok, "<|begin_of_text|>", "<|eot_id|>", "<|finetune_right_pad_id|>")
     config = tf.LlamaConfig(**_text_config(size, len(tok), bos_token_id=bos, eos_token_id=eos, pad_token_id=pad),
                             rope_theta=5e5)
     return tf.LlamaForCausalLM(config), tok
+
+
+def _build_deepseek(size: Size):
+    import transformers as tf
+
+    bos, eos = DEEPSEEK_SPECIALS
+    tok = _bos_tokenizer(DEEPSEEK_SPECIALS, bos, eos, eos, DEEPSEEK_TEMPLATE)
+    bos_id, eos_id = _ids(tok, bos, eos)
+    config = tf.LlamaConfig(**_text_config(size, len(tok), bos_token_id=bos_id, eos_token_id=eos_id,
+                                           pad_token_id=eos_id))
+    return tf.LlamaForCausalLM(config), tok
+
+
+def _sentencepiece_tokenizer():
+    """A Llama-2 / Mistral style tokenizer: BPE over Metaspace pieces ("▁the"), trained per word so that no
+    piece spans a word boundary (as SentencePiece's are), byte fallback to `<0x00>`..`<0xFF>` for characters
+    outside the vocabulary (newlines among them), `<s>` prepended, no chat template."""
+    import transformers as tf
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+
+    trainer_tok = Tokenizer(models.BPE())
+    trainer_tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="always", split=True)
+    trainer = trainers.BpeTrainer(vocab_size=700, special_tokens=SENTENCEPIECE_SPECIALS, show_progress=False)
+    trainer_tok.train_from_iterator(_corpus(), trainer)
+    trained = json.loads(trainer_tok.to_str())["model"]
+    vocab = {t: i for i, t in enumerate(SENTENCEPIECE_SPECIALS + [f"<0x{b:02X}>" for b in range(256)])}
+    for token, _ in sorted(trained["vocab"].items(), key=lambda item: item[1]):
+        vocab.setdefault(token, len(vocab))
+    merges = [tuple(m) if isinstance(m, list) else tuple(m.split(" ")) for m in trained["merges"]]
+    return tf.LlamaTokenizer(vocab=vocab, merges=merges, unk_token="<unk>", bos_token="<s>", eos_token="</s>",
+                             add_bos_token=True, legacy=False, add_prefix_space=True)
+
+
+def _build_mistral_base(size: Size):
+    import transformers as tf
+
+    tok = _sentencepiece_tokenizer()
+    bos, eos = _ids(tok, "<s>", "</s>")
+    config = tf.MistralConfig(**_text_config(size, len(tok), bos_token_id=bos, eos_token_id=eos), sliding_window=None)
+    return tf.MistralForCausalLM(config), tok
+
+
+def _build_qwen2_base(size: Size):
+    import transformers as tf
+
+    tok = _qwen_tokenizer(None)
+    eos = _ids(tok, "<|endoftext|>")[0]
+    config = tf.Qwen2Config(**_text_config(size, len(tok), bos_token_id=eos, eos_token_id=eos, pad_token_id=eos),
+                            tie_word_embeddings=True)
+    return tf.Qwen2ForCausalLM(config), tok
 
 
 def build_tiny(kind: str, out_dir: str | Path, size: str = "test", seed: int = 0) -> Path:
@@ -289,8 +369,14 @@ def build_tiny(kind: str, out_dir: str | Path, size: str = "test", seed: int = 0
                     "qwen2_vl": lambda: _build_qwen_vl(preset, "2"),
                     "llava_onevision": lambda: _build_llava_onevision(preset),
                     "internvl": lambda: _build_internvl(preset), "qwen2": lambda: _build_qwen2(preset),
-                    "llama": lambda: _build_llama(preset)}
+                    "llama": lambda: _build_llama(preset), "mistral_base": lambda: _build_mistral_base(preset),
+                    "qwen2_base": lambda: _build_qwen2_base(preset), "deepseek": lambda: _build_deepseek(preset)}
         model, processor = builders[kind]()
+        if preset.weight_std is not None:
+            with torch.no_grad():
+                for parameter in model.parameters():
+                    if parameter.dim() >= 2:
+                        parameter.normal_(0.0, preset.weight_std)
     model.eval().save_pretrained(out)
     processor.save_pretrained(out)
     return out

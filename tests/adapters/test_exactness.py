@@ -1,4 +1,8 @@
-"""The adapters against the naive reference: one full forward per option, no cache, no batching.
+"""The adapters' scoring core against the naive procedure: one full forward per option, no cache, no batching.
+
+The naive procedure (`model_adapters/reference.py`) builds its inputs with the adapters' own code, so
+this file checks the key/value cache, the shared prefix and the batching, not what the model is shown;
+`test_fidelity.py` checks that against references sharing no code with the adapters.
 
 Every family, blind and video, letter and option scoring, on the synthetic benchmarks: seven
 VRU-Accident questions (six share one mp4, so the video prefix and the batching of questions are
