@@ -23,7 +23,7 @@ import pyarrow.csv as pa_csv
 from loguru import logger
 
 from lmms_eval_tasks.export import write_subset_tasks
-from visdep_metrics.audit.compute import TOP_SHORTCUTS, Audit
+from visdep_metrics.audit.compute import TOP_SHORTCUTS, Audit, evaluation_models
 from visdep_metrics.audit.filters import SWEEP_SIGNALS, signal_range
 from visdep_metrics.outdir import OutputDirError, chmod_like_mkdir
 from visdep_metrics.outdir import check_out_dir as _check_out_dir
@@ -93,10 +93,7 @@ def _name(benchmark: str) -> str:
 # --------------------------------------------------------------------------- report sections
 def _evaluation_models(audit: Audit, benchmark: str) -> tuple[list[str], bool]:
     """Models that judge the filters: the held-out VLMs, else every VLM (then not held out)."""
-    rows = audit.summary[(audit.summary["benchmark"] == benchmark) & audit.summary["acc_video"].notna()]
-    vlms = sorted(rows["model"].unique())
-    held_out = [m for m in vlms if audit.roles[m] == "held_out"]
-    return (held_out, True) if held_out else (vlms, False)
+    return evaluation_models(audit.runs.benchmarks[benchmark], audit.roles)
 
 
 def _table1(audit: Audit) -> str:
