@@ -21,6 +21,7 @@ import re
 from pathlib import Path
 
 from loguru import logger
+from tqdm import tqdm
 
 from lmms_eval_tasks.loaders import BENCHMARKS, LETTERS, BenchmarkDataError, benchmark_root, load_benchmark
 
@@ -108,33 +109,51 @@ def resolve_video(name: str, rel: str) -> Path:
     return path
 
 
-def _missing_report(name: str, missing: list[tuple[str, Path]]) -> str:
-    shown = "\n".join(f"  {qid}: {path}" for qid, path in missing[:10])
-    more = f"\n  ... and {len(missing) - 10} more" if len(missing) > 10 else ""
-    return f"{len(missing)} video(s) of {name} not found:\n{shown}{more}"
+def unusable_videos(name: str, records: list[dict]) -> dict[str, str]:
+    """{video as the annotation names it: why it cannot be used} over the distinct videos of `records`: not
+    found, an empty or unreadable file, a folder without frames (each opened, its header read)."""
+    from model_adapters.frames import VideoReadError, probe_video
+
+    problems = {}
+    videos = sorted({r["video"] for r in records})
+    for rel in tqdm(videos, desc=f"visdep: checking the {name} videos", unit="video", disable=len(videos) < 500):
+        try:
+            probe_video(resolve_video(name, rel))
+        except VideoReadError as e:
+            problems[rel] = str(e)
+    return problems
+
+
+def _unusable_report(name: str, records: list[dict], problems: dict[str, str]) -> str:
+    n_videos = len({r["video"] for r in records})
+    n_questions = sum(r["video"] in problems for r in records)
+    missing = sum(why.startswith("not found") for why in problems.values())
+    shown = "\n".join(f"  {rel}: {why}" for rel, why in list(problems.items())[:10])
+    more = f"\n  ... and {len(problems) - 10} more" if len(problems) > 10 else ""
+    return (f"{len(problems)} of {n_videos} videos of {name} cannot be used ({missing} not found, "
+            f"{len(problems) - missing} unreadable), asked about in {n_questions} questions:\n{shown}{more}")
 
 
 def _video_docs(name: str, dataset):
-    """Video documents: the blind documents, after checking that every video exists.
+    """Video documents: the blind documents, after checking that every video exists and opens.
 
-    A missing video is an error naming it; with VISDEP_SKIP_MISSING_VIDEOS=1 those questions are
+    An unusable video is an error naming it; with VISDEP_SKIP_MISSING_VIDEOS=1 those questions are
     dropped and listed instead (never scored without the video)."""
     records = _load(name)
-    missing = []
-    for r in records:
-        path = resolve_video(name, r["video"])
-        if not path.exists():
-            missing.append((r["question_id"], path))
-    if missing:
-        report = _missing_report(name, missing)
+    problems = unusable_videos(name, records)
+    if problems:
+        report = _unusable_report(name, records, problems)
         if os.environ.get(SKIP_MISSING_ENV, "") not in ("1", "true", "yes"):
-            logger.error(f"visdep: {report}\nSet {SKIP_MISSING_ENV}=1 to skip these questions instead.")
+            if report not in _reported:
+                _reported.add(report)
+                logger.error(f"visdep: {report}\nSet {SKIP_MISSING_ENV}=1 to skip these questions instead.")
             raise FileNotFoundError(f"{report}\nSet {SKIP_MISSING_ENV}=1 to skip these questions instead.")
-        logger.warning(f"visdep: skipping questions whose video is missing ({SKIP_MISSING_ENV}=1): {report}")
-        drop = {qid for qid, _ in missing}
-        records = [r for r in records if r["question_id"] not in drop]
+        dropped = [r["question_id"] for r in records if r["video"] in problems]
+        records = [r for r in records if r["video"] not in problems]
         if not records:
-            raise FileNotFoundError(f"every video of {name} is missing: {report}")
+            raise FileNotFoundError(f"no video of {name} can be used: {report}")
+        logger.warning(f"visdep: skipping {len(dropped)} questions whose video cannot be used ({SKIP_MISSING_ENV}=1): "
+                       f"{report}\nskipped: {', '.join(dropped[:20])}{' ...' if len(dropped) > 20 else ''}")
     return _dataset(records, dataset)
 
 

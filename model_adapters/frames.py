@@ -143,6 +143,24 @@ def read_video_file(path: Path, max_frames: int) -> tuple[np.ndarray, VideoMetad
         raise VideoReadError(f"cannot read video {path}: {e}") from e
 
 
+def probe_video(path: Path) -> None:
+    """Raise `VideoReadError` unless `path` is a frame folder holding frames, or a file PyAV opens with a video
+    stream (its header only: cheap enough to check every video of a benchmark before a run)."""
+    if path.is_dir():
+        frame_files(path)
+        return
+    if not path.exists():
+        raise VideoReadError(f"not found: {path}")
+    import av
+
+    try:
+        with av.open(str(path)) as container:
+            if not container.streams.video:
+                raise VideoReadError(f"no video stream in {path}")
+    except (av.error.FFmpegError, OSError, ValueError) as e:
+        raise VideoReadError(f"cannot open {path}: {e}") from e
+
+
 class FrameSource:
     """Frames and their timing by path, sampled to `max_frames`, with a small LRU cache and a decode counter.
 

@@ -1,9 +1,11 @@
 """The eight tasks through the real `lmms-eval` command line (lmms-eval's `dummy` model).
 
-The CLI exits 0 even when evaluation failed, so every test reads the files it wrote."""
+lmms-eval alone exits 0 even when evaluation failed; with visdep installed a failed evaluation exits 1.
+Every test reads the files the run wrote and checks the exit status."""
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -20,7 +22,8 @@ ENV_NAMES = {"mmau": "MMAU_ROOT", "vru_accident": "VRU_ACCIDENT_ROOT", "trafficq
 @pytest.fixture(scope="module")
 def full_run(fixture_env, tmp_path_factory):
     out = tmp_path_factory.mktemp("full")
-    run_lmms_eval(["--model", "dummy", "--tasks", "visdep_blind,visdep_video"], lmms_eval_env(fixture_env), out)
+    proc = run_lmms_eval(["--model", "dummy", "--tasks", "visdep_blind,visdep_video"], lmms_eval_env(fixture_env), out)
+    assert proc.returncode == 0, (out / "cli.log").read_text()[-3000:]
     return out
 
 
@@ -68,47 +71,90 @@ def test_the_audit_reads_what_lmms_eval_wrote_by_its_fast_path(full_run):
         assert len(columns.question_id) == len(read_samples(full_run, path.stem.split("_samples_", 1)[1]))
 
 
-def test_blind_tasks_need_no_video(tmp_path):
-    env = write_fixtures(tmp_path / "data", videos=False)
-    out = tmp_path / "out"
-    run_lmms_eval(["--model", "dummy", "--tasks", "visdep_blind"], lmms_eval_env(env), out)
+@pytest.fixture(scope="module")
+def scenario_runs(tmp_path_factory) -> dict[str, tuple[Path, dict, int]]:
+    """{scenario: (OUT, benchmark roots, exit status)}: runs of the `dummy` model on broken or partial downloads,
+    two at a time (each is mostly lmms-eval's start-up; a failed data load also waits out lmms-eval's 4 retries)."""
+    root = tmp_path_factory.mktemp("scenarios")
+    without_videos = write_fixtures(root / "no_videos", videos=False)
+    broken = write_fixtures(root / "broken")
+    (Path(broken["VRU_ACCIDENT_ROOT"]) / "VRU_videos/DoTA/VRU_2.mp4").write_bytes(b"")  # empty: opens nothing
+    partial = write_fixtures(root / "partial")
+    (Path(partial["VRU_ACCIDENT_ROOT"]) / "VRU_videos/DoTA/VRU_2.mp4").unlink()
+    (Path(partial["VRU_ACCIDENT_ROOT"]) / "VRU_videos/CAP_DATA/VRU_1.mp4").write_bytes(b"not a video" * 10)
+    scenarios = {
+        "blind_without_videos": ("visdep_blind", without_videos, {}),
+        "unset_root": ("mmau_blind", {}, {}),
+        "bad_root": ("mmau_blind", {"MMAU_ROOT": str(root / "no_such_download")}, {}),
+        "missing_videos": ("mmau_video", without_videos, {}),
+        "unreadable_video": ("vru_accident_video", broken, {}),
+        "skip_unusable": ("vru_accident_video", partial,
+                          {"VISDEP_SKIP_MISSING_VIDEOS": "1", "VISDEP_SCORING": "option"}),
+    }
+    runs = {}
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        for name, (task, env, extra) in scenarios.items():
+            out = root / name
+            runs[name] = (out, env, pool.submit(run_lmms_eval, ["--model", "dummy", "--tasks", task],
+                                                lmms_eval_env(env, OMP_NUM_THREADS="1", **extra), out))
+    return {name: (out, env, done.result().returncode) for name, (out, env, done) in runs.items()}
+
+
+def test_blind_tasks_need_no_video(scenario_runs):
+    out, _, status = scenario_runs["blind_without_videos"]
     counts = {b: len(read_samples(out, f"{b}_blind")) for b in BENCHMARKS}
     assert counts == {"mmau": 10, "vru_accident": 48, "trafficqa": 8, "accidentbench": 16}, \
         (out / "cli.log").read_text()[-3000:]
+    assert status == 0
 
 
-def test_missing_video_is_an_error_naming_the_file(tmp_path):
-    env = write_fixtures(tmp_path / "data", videos=False)
-    out = tmp_path / "out"
-    run_lmms_eval(["--model", "dummy", "--tasks", "mmau_video"], lmms_eval_env(env), out)
+def test_unset_root_fails_the_process(scenario_runs):
+    out, _, status = scenario_runs["unset_root"]
     log = (out / "cli.log").read_text()
-    assert not read_samples(out, "mmau_video")
-    assert "10 video(s) of mmau not found" in log
-    assert "cap-7800: " + str(Path(env["MMAU_ROOT"]) / "CAP-DATA/1-10/1/001000/images") in log
+    assert status != 0 and not read_samples(out, "mmau_blind")
+    assert "MMAU_ROOT is not set. Point it at the MM-AU download" in log
+    assert "the evaluation failed; lmms-eval exits with status 1" in log
+
+
+def test_bad_root_is_one_clear_error(scenario_runs, tmp_path):
+    out, env, status = scenario_runs["bad_root"]
+    log = (out / "cli.log").read_text()
+    assert status != 0 and not read_samples(out, "mmau_blind")
+    assert f"MMAU_ROOT={env['MMAU_ROOT']}: not a directory. Expected the MM-AU download" in log
+
+
+def test_missing_videos_fail_the_run_naming_them(scenario_runs):
+    out, env, status = scenario_runs["missing_videos"]
+    log = (out / "cli.log").read_text()
+    assert status != 0 and not read_samples(out, "mmau_video")
+    assert "10 of 10 videos of mmau cannot be used (10 not found, 0 unreadable), asked about in 10 questions" in log
+    folder = "CAP-DATA/1-10/1/001000/images"
+    assert f"{folder}: not found: {Path(env['MMAU_ROOT']) / folder}" in log
     assert "VISDEP_SKIP_MISSING_VIDEOS=1" in log
 
 
-def test_skipping_missing_videos_is_opt_in_and_listed(tmp_path):
-    env = write_fixtures(tmp_path / "data")
-    (Path(env["VRU_ACCIDENT_ROOT"]) / "VRU_videos/DoTA/VRU_2.mp4").unlink()
-    out = tmp_path / "out"
-    run_lmms_eval(["--model", "dummy", "--tasks", "vru_accident_video"],
-                  lmms_eval_env(env, VISDEP_SKIP_MISSING_VIDEOS="1", VISDEP_SCORING="option"), out)
+def test_an_empty_video_fails_before_the_run_counting_videos(scenario_runs):
+    """VRU-Accident asks six questions per video: the report counts videos, and an empty mp4 is caught when
+    the videos are checked, not halfway through the run."""
+    out, env, status = scenario_runs["unreadable_video"]
+    log = (out / "cli.log").read_text()
+    assert status != 0 and not read_samples(out, "vru_accident_video")
+    assert "1 of 8 videos of vru_accident cannot be used (0 not found, 1 unreadable), asked about in 6 questions" in log
+    video = "VRU_videos/DoTA/VRU_2.mp4"
+    assert f"{video}: cannot open {Path(env['VRU_ACCIDENT_ROOT']) / video}" in log
+
+
+def test_skipping_unusable_videos_is_opt_in_and_listed(scenario_runs):
+    out, _, status = scenario_runs["skip_unusable"]
     samples = read_samples(out, "vru_accident_video")
     ids = {s["visdep"]["question_id"] for s in samples}
-    assert len(samples) == 42 and not any(i.startswith("DoTA/VRU_2/") for i in ids)
+    assert status == 0 and len(samples) == 36, (out / "cli.log").read_text()[-3000:]
+    assert not any(i.startswith(("DoTA/VRU_2/", "CAP_DATA/VRU_1/")) for i in ids)
     assert {s["visdep"]["scoring"] for s in samples} == {"option"}
     log = (out / "cli.log").read_text()
-    assert "skipping questions whose video is missing" in log and "DoTA/VRU_2/location" in log
-
-
-def test_bad_root_is_one_clear_error(tmp_path):
-    out = tmp_path / "out"
-    run_lmms_eval(["--model", "dummy", "--tasks", "mmau_blind"],
-                  lmms_eval_env({"MMAU_ROOT": str(tmp_path / "no_such_download")}), out)
-    log = (out / "cli.log").read_text()
-    assert not read_samples(out, "mmau_blind")
-    assert f"MMAU_ROOT={tmp_path / 'no_such_download'}: not a directory. Expected the MM-AU download" in log
+    assert "skipping 12 questions whose video cannot be used" in log
+    assert "2 of 8 videos of vru_accident cannot be used (1 not found, 1 unreadable)" in log
+    assert "DoTA/VRU_2/location" in log
 
 
 def test_include_path_fallback_and_discovery_hook(tmp_path):

@@ -41,7 +41,7 @@ def _lmms_eval(model: str, model_args: str, tasks: str, out: Path, env: dict[str
     with open(log, "w") as fh:
         proc = subprocess.run(cmd, env=env, stdout=fh, stderr=subprocess.STDOUT)
     text = log.read_text()
-    # lmms-eval exits 0 when evaluation raised: its own error line is the signal.
+    # visdep makes a failed evaluation exit 1 (lmms-eval alone exits 0); its error line is the second signal.
     if proc.returncode != 0 or "Error during evaluation" in text:
         raise RuntimeError(f"lmms-eval failed for {model_args} ({log}):\n{text[-3000:]}")
     logger.info(f"{model_args.split(',')[0]} on {tasks}: {time.time() - started:.0f}s")
