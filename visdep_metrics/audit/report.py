@@ -572,7 +572,7 @@ def _scores_figure(audit: Audit) -> Figure:
             # over the score's whole range: comparable across benchmarks, and a constant score still draws
             extent = signal_range("-V" if signal == "V" else signal, block["n_options"].to_numpy())
             counts, edges = np.histogram(values, bins=40, range=extent)
-            ax.stairs(counts, edges, fill=True, color=f"C{col}")  # one artist, not 40 bars: a tenth of the drawing
+            ax.stairs(counts, edges, fill=True, color=f"C{col}")  # one artist per axes, not 40 bars
             if signal == "S":
                 ax.axvline(audit.tau, color="0.3", lw=0.8, ls="--")
             ax.set_ylabel("questions")
