@@ -67,7 +67,8 @@ def test_three_models_in_one_audit_resampling_videos(tree):
     for model, name in ((q2, "q2"), (q4, "q4"), (tree["llava"], "llava")):
         assert overall.loc[model, "acc_video"] == pytest.approx(100 * np.mean(list(tree["accuracy"][name, "video"]
                                                                                   .values())))
-    assert (overall["resampled"] == "videos").all() and (overall["n_resampled"] == len(tree["videos"]) == 3).all()
+    assert len(tree["videos"]) == 3
+    assert (overall["resampled"] == "videos").all() and (overall["n_resampled"] == 3).all()
     manifest = json.loads((tree["audit"] / "audit.json").read_text())
     assert manifest["models"][q4]["label"] == "tiny_qwen [max_frames=4]"
     assert manifest["models"][tree["llava"]]["label"] == "llava"

@@ -76,7 +76,7 @@ class Audit:
     questions: pd.DataFrame
     filters: pd.DataFrame
     sweep: pd.DataFrame
-    panel_used: pd.DataFrame  # benchmark, panel (T/V/inspector/b_clean), models used
+    panel_used: pd.DataFrame  # benchmark, panel (T/V/inspector/b_clean), models used (a tuple of names)
     solvability: pd.DataFrame  # benchmark, subset, n, tst_solvability, chance in % (only with --tst)
     headline: pd.DataFrame = field(default_factory=pd.DataFrame)  # per benchmark and subset: mean of the VLMs
     comparison: pd.DataFrame = field(default_factory=pd.DataFrame)  # each model minus --baseline (only with it)
@@ -152,8 +152,7 @@ def _question_scores(bench: BenchmarkResults, panel: Panel, tau: float, max_hits
         scores["kept_b_clean"] = b_clean_keep(bench.correct_blind[clean_rows])
     used = {"T": t_rows, "V": v_rows, "llm_inspector": inspector_rows, "b_clean": clean_rows}
     panel_used = pd.DataFrame([{"benchmark": bench.benchmark, "panel": name,
-                                "models": ", ".join(bench.models[i] for i in rows) or "(none)"}
-                               for name, rows in used.items()])
+                                "models": tuple(bench.models[i] for i in rows)} for name, rows in used.items()])
     return scores, panel_used
 
 
@@ -234,7 +233,7 @@ def _summary_rows(bench: BenchmarkResults, scores: pd.DataFrame, roles: dict[str
                 row[f"{name}_lo"], row[f"{name}_hi"] = bounds[name][0][i], bounds[name][1][i]
             rows.append(row)
         if category == ALL:
-            row = {**common, "models": ", ".join(bench.models[i] for i in headline_rows),
+            row = {**common, "models": "; ".join(bench.models[i] for i in headline_rows),
                    "held_out": bool(judge_rows.size) and all(roles[bench.models[i]] == "held_out" for i in judge_rows),
                    "chance": d["chance"][0]}
             values = {"acc_blind": mean_b[0, keep].mean(), "blind_gap": mean_b[0, keep].mean() - d["chance"][0]}

@@ -213,9 +213,9 @@ def _sign(row, metric: str) -> int:
     return 1 if lo > 0 else -1 if hi < 0 else 0
 
 
-def _lead_line(row) -> str:
-    """One plain line on a benchmark (or its grounded subset) from the mean of its evaluation VLMs."""
-    who = f"the mean of {row['models']}" if row["models"] else "no model"
+def _lead_line(row, models: list[str]) -> str:
+    """One plain line on a benchmark (or its grounded subset) from the mean of `models` (labels)."""
+    who = f"the mean of {', '.join(models)}" if models else "no model"
     bg = {1: f"without the video the models beat chance ({row['chance']:.1f}%)",
           -1: f"without the video the models score below chance ({row['chance']:.1f}%)",
           0: f"without the video the models cannot be told from chance ({row['chance']:.1f}%)"}[_sign(row, "blind_gap")]
@@ -241,8 +241,10 @@ def _lead(audit: Audit) -> list[str]:
     for benchmark in [b for b in DISPLAY if b in set(audit.headline.get("benchmark", []))]:
         block = audit.headline[audit.headline["benchmark"] == benchmark].set_index("subset")
         full = block.loc["full"]
+        judges, _ = evaluation_models(audit.runs.benchmarks[benchmark], audit.roles)
+        models = judges or audit.runs.benchmarks[benchmark].models  # as compute's headline rows: else every model
         line = (f"- **{_name(benchmark)}** ({int(full['n']):,} questions, {int(full['n_resampled']):,} "
-                f"{full['resampled']} resampled): {_lead_line(full)}")
+                f"{full['resampled']} resampled): {_lead_line(full, [audit.label(m) for m in models])}")
         if "grounded" in block.index:
             g = block.loc["grounded"]
             line += (f" Grounded subset (S ≤ {audit.tau:g}, {int(g['n']):,} questions): Blind Gap "
@@ -374,8 +376,8 @@ def _report(audit: Audit, out: Path, plots: dict[str, str], exported: dict[str, 
     others = [label(m) for m, r in audit.roles.items() if r in ("vlm", "text_llm")]
     if others:
         panel_rows.append(["in no panel", ", ".join(others)])
-    used = [[_name(r.benchmark), r.panel, ", ".join(label(m) for m in r.models.split(", ")) if r.models != "(none)"
-             else r.models] for r in audit.panel_used.itertuples()]
+    used = [[_name(r.benchmark), r.panel, ", ".join(map(label, r.models)) or "(none)"]
+            for r in audit.panel_used.itertuples()]
     lines = ["# Visual-dependence audit", ""]
     lead = _lead(audit)
     if lead:
