@@ -214,3 +214,93 @@ def write_fixtures(root: str | Path, videos: bool = True, scale: int = 1) -> dic
     write_trafficqa(env["TRAFFICQA_ROOT"], n_questions=8 * scale, videos=videos)
     write_accidentbench(env["ACCIDENTBENCH_ROOT"], per_file=2 * scale, videos=videos)
     return {k: str(v) for k, v in env.items()}
+
+
+# --------------------------------------------------------------------------- general VideoQA (Hugging Face records)
+VIDEOMME_DOMAINS = ["Knowledge", "Film & Television", "Sports Competition", "Life Record"]
+VIDEOMME_TASKS = ["Counting Problem", "Action Reasoning", "Object Recognition", "Temporal Perception"]
+MLVU_TYPES = ["plotQA", "needle", "ego", "count", "order", "anomaly_reco", "topic_reasoning"]
+
+
+def _write_parquet(path: Path, rows: list[dict]) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.Table.from_pylist(rows), path)
+
+
+def write_videomme(annotations: Path, videos: Path | None, n_videos: int = 4) -> None:
+    """lmms-eval/Video-MME's test parquet (three questions per video, options "A. ...", answer a letter) and
+    `data/<videoID>.mp4` videos; the last video is a Matroska file, the one before an upper-case .MP4, as
+    lmms-eval's own task also accepts."""
+    rows = []
+    for v in range(n_videos):
+        video_id = f"vid{v:03d}xYz"
+        for q in range(3):
+            n = 3 * v + q
+            answer = "ABCD"[n % 4]
+            options = [f"{letter}. {CAUSES[(n + k) % len(CAUSES)].rstrip('.')}." for k, letter in enumerate("ABCD")]
+            rows.append({"video_id": f"{v + 1:03d}", "duration": ["short", "medium", "long"][v % 3],
+                         "domain": VIDEOMME_DOMAINS[v % 4], "sub_category": "Humanity & History",
+                         "url": f"https://www.youtube.com/watch?v={video_id}", "videoID": video_id,
+                         "question_id": f"{v + 1:03d}-{q + 1}", "task_type": VIDEOMME_TASKS[n % 4],
+                         "question": f"What happens in part {q + 1} of the video?", "options": options,
+                         "answer": answer})
+        if videos is not None:
+            suffix = ".mkv" if v == n_videos - 1 else ".MP4" if v == n_videos - 2 else ".mp4"
+            write_mp4(videos / "data" / f"{video_id}{suffix}", _frames(600 + v, n=12))
+    _write_parquet(annotations / "videomme" / "test-00000-of-00001.parquet", rows)
+
+
+def write_longvideobench(annotations: Path, videos: Path | None, n_questions: int = 6) -> None:
+    """longvideobench/LongVideoBench's validation parquet: option0..4 with unused options "N/A" (K 4 or 5),
+    correct_choice an index, video_path under `videos/` (one starting with '@', as some real ids do)."""
+    rows = []
+    for i in range(n_questions):
+        k = 5 if i % 2 else 4
+        video_path = f"@clip{i // 2}.mp4" if i < 2 else f"clip{i // 2}.mp4"
+        options = {f"option{j}": (CAUSES[(i + j) % len(CAUSES)] if j < k else "N/A") for j in range(5)}
+        rows.append({"video_id": video_path.removesuffix(".mp4"), "id": f"{video_path.removesuffix('.mp4')}_{i}",
+                     "video_path": video_path, "subtitle_path": f"{video_path.removesuffix('.mp4')}_en.json",
+                     "correct_choice": (2 * i + 1) % k, "question": f"What does the driver do in scene {i}?",
+                     **options, "duration": [9.5, 45.0, 420.0][i % 3], "duration_group": [15, 60, 600][i % 3],
+                     "question_category": ["S2E", "T3O", "TAA"][i % 3], "topic_category": "NP-News-Programs",
+                     "starting_timestamp_for_subtitles": 0.0})
+        if videos is not None and i % 2 == 0:
+            write_mp4(videos / "videos" / video_path, _frames(700 + i, n=10))
+    _write_parquet(annotations / "validation-00000-of-00001.parquet", rows)
+
+
+def write_mlvu(annotations: Path, videos: Path | None) -> None:
+    """sy1998/MLVU_dev's test parquet: one question per multiple-choice task type, `question` repeating the
+    candidates as "(A) ..." lines, `answer` a letter; plus one open-ended row without candidates."""
+    rows = []
+    for i, task_type in enumerate(MLVU_TYPES):
+        candidates = [CAUSES[(i + j) % len(CAUSES)] for j in range(4)]
+        question = f"What is the cause in the {task_type} clip?\n" + "".join(
+            f"({letter}) {c}\n" for letter, c in zip("ABCD", candidates, strict=True))
+        rows.append({"video_name": f"{task_type}_{i}.mp4", "duration": 120.0 + i, "question": question,
+                     "candidates": candidates, "answer": "ABCD"[i % 4], "task_type": task_type,
+                     "question_id": f"{task_type}_{i}"})
+        if videos is not None:
+            write_mp4(videos / f"{task_type}_{i}.mp4", _frames(800 + i, n=10))
+    rows.append({"video_name": "summary_0.mp4", "duration": 300.0, "question": "Summarize the video.",
+                 "candidates": None, "answer": "A car crashes.", "task_type": "summary", "question_id": "summary_0"})
+    _write_parquet(annotations / "mlvu" / "test-00000-of-00001.parquet", rows)
+
+
+def write_general_fixtures(root: str | Path, videos: bool = True) -> dict[str, str]:
+    """Video-MME, LongVideoBench and MLVU dev as their Hugging Face records (parquet files laid out as in the
+    dataset repositories) under `root/annotations`, and their videos where lmms-eval's own tasks unpack them
+    under `root/hf_home` (`HF_HOME`). Returns the environment: the `*_ANNOTATIONS` variables and `HF_HOME`."""
+    root = Path(root)
+    hf_home = root / "hf_home"
+    write_videomme(root / "annotations" / "videomme", hf_home / "videomme" if videos else None)
+    write_longvideobench(root / "annotations" / "longvideobench",
+                         hf_home / "datasets" / "longvideobench" if videos else None)
+    write_mlvu(root / "annotations" / "mlvu", hf_home / "mlvu" if videos else None)
+    hf_home.mkdir(parents=True, exist_ok=True)
+    return {"VIDEOMME_ANNOTATIONS": str(root / "annotations" / "videomme"),
+            "LONGVIDEOBENCH_ANNOTATIONS": str(root / "annotations" / "longvideobench"),
+            "MLVU_ANNOTATIONS": str(root / "annotations" / "mlvu"), "HF_HOME": str(hf_home)}

@@ -1,16 +1,9 @@
-"""Readers of the four traffic benchmarks' official annotation files.
+"""Readers of the four traffic benchmarks' official annotation files, and the registry of every benchmark.
 
-Each loader reads a benchmark exactly as its owners distribute it (one root folder, named by an
-environment variable) and yields *normalized questions*::
-
-    {"question_id": str,      # stable and unique within the benchmark
-     "benchmark": str,        # "mmau", "vru_accident", "trafficqa", "accidentbench"
-     "video": str,            # path relative to the root: an mp4 file or a frame folder
-     "question": str,
-     "options": list[str],    # K non-empty option texts in presentation order
-     "answer_index": int,     # 0-based index into options
-     "category": str | None,  # reasoning type / question category
-     "source": str}           # sub-dataset (CAP, DADA, DoTA, ...)
+Each traffic loader reads a benchmark exactly as its owners distribute it (one root folder, named by an
+environment variable) and yields normalized questions (`lmms_eval_tasks.records`), whose `video` is a
+path relative to that root. The general VideoQA benchmarks (`lmms_eval_tasks.general`) are read as
+lmms-eval's own tasks read them, from the Hugging Face dataset or a local copy.
 
 Only annotation files are read: no video has to exist for a loader to succeed. The module
 imports nothing heavy (no torch, no lmms-eval) so metrics and the test-set stress test can use it.
@@ -22,73 +15,31 @@ import itertools
 import json
 import os
 import re
-import string
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-LETTERS = string.ascii_uppercase
-
-
-class BenchmarkDataError(ValueError):
-    """A benchmark root, file or record that cannot be read as the official format."""
+from lmms_eval_tasks.general import HubDataset, hub_loaders
+from lmms_eval_tasks.records import (  # noqa: F401  (LETTERS, BenchmarkDataError: imported from here elsewhere)
+    LETTERS,
+    BenchmarkDataError,
+    as_int,
+    check_unique,
+    fail,
+    make_record,
+    read_json,
+)
 
 
 @dataclass(frozen=True)
 class Benchmark:
     name: str
-    env_var: str
+    env_var: str  # the download's root; for a hub benchmark, an optional local copy of the annotations
     layout: str  # what the root must contain, shown in every data error
-    load: Callable[[Path], list[dict]]
+    load: Callable[[Path | None], list[dict]]
     categories: tuple[str, ...] = ()
-
-
-# --------------------------------------------------------------------------- helpers
-def _fail(path: Path | str, message: str) -> BenchmarkDataError:
-    return BenchmarkDataError(f"{path}: {message}")
-
-
-def _read_json(path: Path):
-    try:
-        with open(path, encoding="utf-8") as f:
-            return json.load(f)
-    except json.JSONDecodeError as e:
-        raise _fail(path, f"not valid JSON ({e})") from e
-
-
-def _record(qid, benchmark, video, question, options, answer_index, category, source, where) -> dict:
-    """Validate one normalized question; `where` names the file and record for errors."""
-    options = [str(o).strip() for o in options]
-    if len(options) < 2:
-        raise BenchmarkDataError(f"{where}: needs at least 2 options, got {options!r}")
-    if any(not o for o in options):
-        raise BenchmarkDataError(f"{where}: empty option text in {options!r}")
-    if not isinstance(answer_index, int) or not 0 <= answer_index < len(options):
-        raise BenchmarkDataError(f"{where}: answer index {answer_index!r} outside 0..{len(options) - 1}")
-    if not str(question).strip():
-        raise BenchmarkDataError(f"{where}: empty question")
-    return {"question_id": str(qid), "benchmark": benchmark, "video": str(video), "question": str(question).strip(),
-            "options": options, "answer_index": answer_index, "category": category, "source": source}
-
-
-def _check_unique(records: list[dict], root: Path) -> list[dict]:
-    seen: set[str] = set()
-    for r in records:
-        if r["question_id"] in seen:
-            raise _fail(root, f"duplicate question_id {r['question_id']!r}")
-        seen.add(r["question_id"])
-    return records
-
-
-def _as_int(value, where: str, field: str) -> int:
-    """Official files store indices as int, '3', 3.0 or '3.0'."""
-    try:
-        f = float(value)
-    except (TypeError, ValueError):
-        raise BenchmarkDataError(f"{where}: field {field!r} is not a number: {value!r}") from None
-    if f != int(f):
-        raise BenchmarkDataError(f"{where}: field {field!r} is not a whole number: {value!r}")
-    return int(f)
+    hub: HubDataset | None = None  # general VideoQA: read from the Hugging Face dataset when env_var is unset
+    general: bool = False  # tagged visdep_general; the traffic four are visdep_blind / visdep_video
 
 
 # --------------------------------------------------------------------------- MM-AU
@@ -113,18 +64,18 @@ def load_mmau(root: Path) -> list[dict]:
     """
     records = []
     cap_path = root / MMAU_CAP
-    rows = _read_json(cap_path)
+    rows = read_json(cap_path)
     if not isinstance(rows, list):
-        raise _fail(cap_path, "expected a JSON list of question records")
+        raise fail(cap_path, "expected a JSON list of question records")
     for i, row in enumerate(rows):
         where = f"{cap_path} record {i}"
         try:
             n = int(row.get("num_option", 5))
             options = [row[f"a{k}"] for k in range(n)]
             acc_type, clip = row["video_name"].split("-")
-            answer = _as_int(row["answer"], where, "answer")
+            answer = as_int(row["answer"], where, "answer")
             video = f"CAP-DATA/{cap_group(int(acc_type))}/{int(acc_type)}/{clip}/images"
-            records.append(_record(f"cap-{row['video_id']}", "mmau", video, row["question"], options, answer,
+            records.append(make_record(f"cap-{row['video_id']}", "mmau", video, row["question"], options, answer,
                                    None, "CAP", where))
         except (KeyError, AttributeError, TypeError, ValueError) as e:
             if isinstance(e, BenchmarkDataError):
@@ -133,29 +84,29 @@ def load_mmau(root: Path) -> list[dict]:
 
     dada_path = root / MMAU_DADA
     if not dada_path.is_file():
-        raise _fail(dada_path, "missing (DADA part of the MM-AU test set)")
+        raise fail(dada_path, "missing (DADA part of the MM-AU test set)")
     import xlrd  # only MM-AU needs it
 
     try:
         sheet = xlrd.open_workbook(dada_path).sheet_by_index(0)
     except xlrd.XLRDError as e:
-        raise _fail(dada_path, f"not a readable .xls workbook ({e})") from e
+        raise fail(dada_path, f"not a readable .xls workbook ({e})") from e
     header = [str(h).strip() for h in sheet.row_values(0)]
     need = ["video", "type", "question", "answer", "a0", "a1", "a2", "a3", "a4"]
     missing = [h for h in need if h not in header]
     if missing:
-        raise _fail(dada_path, f"missing columns {missing}; header is {header}")
+        raise fail(dada_path, f"missing columns {missing}; header is {header}")
     col = {h: header.index(h) for h in need}
     for r in range(1, sheet.nrows):
         values = sheet.row_values(r)
         where = f"{dada_path} row {r + 1}"
         video_cell = values[col["video"]]
-        video_num = _as_int(video_cell, where, "video")  # "093" as text, or 93.0 where Excel ate the zeros
-        acc_type = _as_int(values[col["type"]], where, "type")
-        answer = _as_int(values[col["answer"]], where, "answer")
+        video_num = as_int(video_cell, where, "video")  # "093" as text, or 93.0 where Excel ate the zeros
+        acc_type = as_int(values[col["type"]], where, "type")
+        answer = as_int(values[col["answer"]], where, "answer")
         options = [values[col[f"a{k}"]] for k in range(5)]
         vid = f"{video_num:03d}"
-        records.append(_record(f"dada-{acc_type}-{vid}", "mmau", f"DADA-DATA/{acc_type}/{vid}/images",
+        records.append(make_record(f"dada-{acc_type}-{vid}", "mmau", f"DADA-DATA/{acc_type}/{vid}/images",
                                values[col["question"]], options, answer, None, "DADA", where))
     return records
 
@@ -199,14 +150,14 @@ def load_vru_accident(root: Path) -> list[dict]:
     for src in VRU_SOURCES:
         path = root / "MetaData" / src / f"{src}_VQA_annotation.json"
         if not path.is_file():
-            raise _fail(path, f"missing (VRU-Accident annotations of {src})")
-        data = _read_json(path)
+            raise fail(path, f"missing (VRU-Accident annotations of {src})")
+        data = read_json(path)
         if not isinstance(data, dict):
-            raise _fail(path, "expected a JSON object keyed by video path")
+            raise fail(path, "expected a JSON object keyed by video path")
         for video_key, questions in data.items():
             rel = video_key[2:] if video_key.startswith("./") else video_key
             if not isinstance(questions, dict):
-                raise _fail(path, f"video {video_key!r}: expected an object keyed by category")
+                raise fail(path, f"video {video_key!r}: expected an object keyed by category")
             for category, q in questions.items():
                 where = f"{path} video {video_key!r} category {category!r}"
                 try:
@@ -215,7 +166,7 @@ def load_vru_accident(root: Path) -> list[dict]:
                     if gt not in LETTERS[:4]:
                         raise BenchmarkDataError(f"{where}: GT {q['GT']!r} is not one of A-D")
                     stem = Path(rel).with_suffix("").as_posix().removeprefix("VRU_videos/")
-                    records.append(_record(f"{stem}/{category}", "vru_accident", rel, q["question"], options,
+                    records.append(make_record(f"{stem}/{category}", "vru_accident", rel, q["question"], options,
                                            LETTERS.index(gt), category, src, where))
                 except (KeyError, TypeError, AttributeError) as e:
                     raise BenchmarkDataError(f"{where}: malformed record ({type(e).__name__}: {e}): {q!r}") from e
@@ -235,7 +186,7 @@ def _trafficqa_file(root: Path) -> Path:
     for candidate in (root / TRAFFICQA_FILE, root / "R2_test.jsonl"):
         if candidate.is_file():
             return candidate
-    raise _fail(root / TRAFFICQA_FILE, "missing (also looked for R2_test.jsonl at the root)")
+    raise fail(root / TRAFFICQA_FILE, "missing (also looked for R2_test.jsonl at the root)")
 
 
 def load_trafficqa(root: Path) -> list[dict]:
@@ -248,13 +199,13 @@ def load_trafficqa(root: Path) -> list[dict]:
     with open(path, encoding="utf-8") as f:
         lines = [(i + 1, line) for i, line in enumerate(f) if line.strip()]
     if not lines:
-        raise _fail(path, "empty file")
+        raise fail(path, "empty file")
     try:
         header = json.loads(lines[0][1])
     except json.JSONDecodeError as e:
-        raise _fail(path, f"line 1 (header) is not JSON ({e})") from e
+        raise fail(path, f"line 1 (header) is not JSON ({e})") from e
     if header != _TRAFFICQA_HEADER:
-        raise _fail(path, f"unexpected header {header}; expected {_TRAFFICQA_HEADER}")
+        raise fail(path, f"unexpected header {header}; expected {_TRAFFICQA_HEADER}")
     col = {h: i for i, h in enumerate(header)}
     for lineno, line in lines[1:]:
         where = f"{path} line {lineno}"
@@ -265,14 +216,14 @@ def load_trafficqa(root: Path) -> list[dict]:
         if not isinstance(row, list) or len(row) != len(header):
             raise BenchmarkDataError(f"{where}: expected a list of {len(header)} fields, got {row!r}")
         raw = [row[col[f"option{k}"]] for k in range(4)]
-        answer = _as_int(row[col["answer"]], where, "answer")
+        answer = as_int(row[col["answer"]], where, "answer")
         if not 0 <= answer < 4 or not str(raw[answer]).strip():
             raise BenchmarkDataError(f"{where}: answer {answer} points at an empty or missing option in {raw!r}")
         kept = [k for k, o in enumerate(raw) if str(o).strip()]
         q_type = str(row[col["q_type"]]).strip()
         if q_type not in TRAFFICQA_TYPES:
             raise BenchmarkDataError(f"{where}: unknown q_type {q_type!r} (expected one of {list(TRAFFICQA_TYPES)})")
-        records.append(_record(f"trafficqa-{row[col['record_id']]}", "trafficqa",
+        records.append(make_record(f"trafficqa-{row[col['record_id']]}", "trafficqa",
                                f"raw_videos/{row[col['vid_filename']]}", row[col["q_body"]], [raw[k] for k in kept],
                                kept.index(answer), TRAFFICQA_TYPES[q_type], f"perspective-{row[col['perspective']]}",
                                where))
@@ -297,12 +248,12 @@ def load_accidentbench(root: Path) -> list[dict]:
              for lv in ACCIDENTBENCH_LEVELS for st in ACCIDENTBENCH_STYLES]
     present = [p for p in files if p.is_file()]
     if not present:
-        raise _fail(root / ACCIDENTBENCH_DOMAIN, "no <length>/<level>/<style>.json annotation file found")
+        raise fail(root / ACCIDENTBENCH_DOMAIN, "no <length>/<level>/<style>.json annotation file found")
     for path in present:
         length, level = path.parts[-3], path.parts[-2]
-        rows = _read_json(path)
+        rows = read_json(path)
         if not isinstance(rows, list):
-            raise _fail(path, "expected a JSON list of question records")
+            raise fail(path, "expected a JSON list of question records")
         for i, row in enumerate(rows):
             where = f"{path} record {i}"
             try:
@@ -324,7 +275,7 @@ def load_accidentbench(root: Path) -> list[dict]:
                 scene = str(row["scene_name"])
                 video = f"videos/{scene}" if scene.endswith(".mp4") else f"videos/{scene}.mp4"
                 style = row.get("reasoning_style") or path.stem
-                records.append(_record(f"{length}/{level}/{path.stem}/{row['id']}", "accidentbench", video,
+                records.append(make_record(f"{length}/{level}/{path.stem}/{row['id']}", "accidentbench", video,
                                        row["question"], [lettered[k] for k in letters], letters.index(gt), style,
                                        f"{length}/{level}", where))
             except (KeyError, TypeError, AttributeError) as e:
@@ -357,19 +308,60 @@ BENCHMARKS: dict[str, Benchmark] = {
 }
 
 
-def benchmark_root(name: str, root: str | os.PathLike | None = None) -> Path:
-    """The root folder of a benchmark: `root` if given, else its environment variable."""
+def _register_general() -> None:
+    from lmms_eval_tasks import general
+
+    layouts = {
+        "videomme": "a local copy of lmms-eval/Video-MME's test split (videomme/test-00000-of-00001.parquet, a json or "
+                    "jsonl of its records, or a save_to_disk folder); videos in $VIDEOMME_VIDEOS or "
+                    "$HF_HOME/videomme/data/<videoID>.mp4",
+        "longvideobench": "a local copy of longvideobench/LongVideoBench's validation split "
+                          "(validation-00000-of-00001.parquet, lvb_val.json, or a save_to_disk folder); videos in "
+                          "$LONGVIDEOBENCH_VIDEOS or $HF_HOME/datasets/longvideobench/videos/<video_path>",
+        "mlvu": "a local copy of sy1998/MLVU_dev's test split (mlvu/test-00000-of-00001.parquet, a json or jsonl of "
+                "its records, or a save_to_disk folder); videos in $MLVU_VIDEOS or $HF_HOME/mlvu/<video_name>",
+    }
+    categories = {"videomme": general.VIDEOMME_TASK_TYPES, "longvideobench": general.LONGVIDEOBENCH_CATEGORIES,
+                  "mlvu": general.MLVU_TASK_TYPES}
+    for name, (hub, load) in hub_loaders().items():
+        BENCHMARKS[name] = Benchmark(name, f"{name.upper()}_ANNOTATIONS", layouts[name], load, categories[name],
+                                     hub=hub, general=True)
+
+
+_register_general()
+TRAFFIC_BENCHMARKS = tuple(name for name, b in BENCHMARKS.items() if not b.general)
+GENERAL_BENCHMARKS = tuple(name for name, b in BENCHMARKS.items() if b.general)
+
+
+def benchmark_root(name: str, root: str | os.PathLike | None = None) -> Path | None:
+    """The root folder of a benchmark: `root` if given, else its environment variable. For a hub benchmark,
+    the local copy of its annotations (a file or folder), or None: the Hugging Face dataset (or its cache)."""
     bench = get_benchmark(name)
     if root is None:
         value = os.environ.get(bench.env_var)
         if not value:
+            if bench.hub is not None:
+                return None
             raise BenchmarkDataError(
                 f"{bench.env_var} is not set. Point it at {bench.layout}, e.g. export {bench.env_var}=/data/{name}")
         root = value
     path = Path(root).expanduser()
+    if bench.hub is not None:
+        if not path.exists():
+            raise BenchmarkDataError(f"{bench.env_var}={root}: not found. Expected {bench.layout}")
+        return path
     if not path.is_dir():
         raise BenchmarkDataError(f"{bench.env_var}={root}: not a directory. Expected {bench.layout}")
     return path
+
+
+def video_root(name: str) -> Path:
+    """The folder a benchmark's `video` paths are relative to: the download's root (traffic), or where
+    lmms-eval's own task keeps the videos, `$<NAME>_VIDEOS` overriding it (general VideoQA)."""
+    bench = get_benchmark(name)
+    if bench.hub is not None:
+        return bench.hub.video_root()
+    return benchmark_root(name)
 
 
 def get_benchmark(name: str) -> Benchmark:
@@ -380,18 +372,19 @@ def get_benchmark(name: str) -> Benchmark:
 
 
 def load_benchmark(name: str, root: str | os.PathLike | None = None) -> list[dict]:
-    """All normalized questions of benchmark `name` from `root` (default: its environment variable).
+    """All normalized questions of benchmark `name` from `root` (default: its environment variable, or for a
+    hub benchmark its Hugging Face dataset).
 
     Raises BenchmarkDataError naming the variable, the path tried and the layout expected."""
     bench = get_benchmark(name)
     path = benchmark_root(name, root)
+    origin = f"{bench.env_var}={path}" if path is not None else f"{bench.env_var} unset, so {bench.hub.repo}"
     try:
         records = bench.load(path)
     except FileNotFoundError as e:
-        raise BenchmarkDataError(
-            f"{bench.env_var}={path}: {e.filename} not found. Expected {bench.layout}") from e
+        raise BenchmarkDataError(f"{origin}: {e.filename} not found. Expected {bench.layout}") from e
     except BenchmarkDataError as e:
-        raise BenchmarkDataError(f"{bench.env_var}={path}: {e}. Expected {bench.layout}") from e
+        raise BenchmarkDataError(f"{origin}: {e}. Expected {bench.layout}") from e
     if not records:
-        raise BenchmarkDataError(f"{bench.env_var}={path}: no questions found. Expected {bench.layout}")
-    return _check_unique(records, path)
+        raise BenchmarkDataError(f"{origin}: no questions found. Expected {bench.layout}")
+    return check_unique(records, path if path is not None else bench.hub.repo)

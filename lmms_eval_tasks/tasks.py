@@ -23,12 +23,13 @@ from pathlib import Path
 from loguru import logger
 from tqdm import tqdm
 
-from lmms_eval_tasks.loaders import BENCHMARKS, LETTERS, BenchmarkDataError, benchmark_root, load_benchmark
+from lmms_eval_tasks.loaders import BENCHMARKS, LETTERS, BenchmarkDataError, load_benchmark, video_root
 
 INSTRUCTION = "Answer with the option's letter from the given choices directly."
 SCORING_ENV = "VISDEP_SCORING"
 SCORING_MODES = ("letter", "option")
 SKIP_MISSING_ENV = "VISDEP_SKIP_MISSING_VIDEOS"
+MACRO_AVERAGED = ("mlvu",)  # benchmarks whose official score is M-Avg, the mean of per-category accuracies
 
 
 # --------------------------------------------------------------------------- prompt and choices
@@ -96,10 +97,15 @@ def _load(name: str) -> list[dict]:
 
 
 def resolve_video(name: str, rel: str) -> Path:
-    """Absolute path of a question's video (mp4 file or frame folder) under the benchmark root."""
-    root = benchmark_root(name)
+    """Absolute path of a question's video (video file or frame folder) under the benchmark's video folder."""
+    root = video_root(name)
     path = root / rel
-    if path.exists() or name != "mmau":
+    if path.exists() or name not in ("mmau", "videomme"):
+        return path
+    if name == "videomme":  # lmms-eval's own task: <videoID>.mp4, else .MP4, else .mkv
+        for other in (path.with_suffix(".MP4"), path.with_suffix(".mkv")):
+            if other.exists():
+                return other
         return path
     # MM-AU archives unpack with one more or one fewer folder level depending on the tool used.
     parts = Path(rel).parts  # CAP-DATA/<group>/<type>/<id>/images or DADA-DATA/<type>/<id>/images
@@ -193,6 +199,30 @@ def accidentbench_docs_video(dataset):
     return _video_docs("accidentbench", dataset)
 
 
+def videomme_docs_blind(dataset):
+    return _blind_docs("videomme", dataset)
+
+
+def videomme_docs_video(dataset):
+    return _video_docs("videomme", dataset)
+
+
+def longvideobench_docs_blind(dataset):
+    return _blind_docs("longvideobench", dataset)
+
+
+def longvideobench_docs_video(dataset):
+    return _video_docs("longvideobench", dataset)
+
+
+def mlvu_docs_blind(dataset):
+    return _blind_docs("mlvu", dataset)
+
+
+def mlvu_docs_video(dataset):
+    return _video_docs("mlvu", dataset)
+
+
 # --------------------------------------------------------------------------- visuals
 def doc_to_visual_blind(doc: dict) -> list:
     return []
@@ -274,9 +304,24 @@ def _process_results(doc: dict, results: list, mode: str) -> dict:
                                                                                      strict=True)],
         },
     }
-    if doc["category"]:
+    facets = doc.get("facets")
+    if facets:  # general VideoQA: accuracy by each of the benchmark's own category dimensions
+        for facet, value in facets.items():
+            out[category_metric(f"{facet} {value}")] = correct
+        if doc["benchmark"] in MACRO_AVERAGED:
+            out["m_avg"] = {"category": doc["category"], "correct": correct}
+    elif doc["category"]:
         out[category_metric(doc["category"])] = correct
     return out
+
+
+def macro_average_accuracy(items: list[dict]) -> float:
+    """M-Avg (MLVU's official score): the mean over categories of each category's accuracy,
+    mean_c (1/n_c) * sum_{q in c} correct_q, so every task type weighs the same whatever its size."""
+    by_category: dict[str, list[float]] = {}
+    for item in items:
+        by_category.setdefault(item["category"], []).append(item["correct"])
+    return sum(sum(v) / len(v) for v in by_category.values()) / len(by_category)
 
 
 def process_results_blind(doc: dict, results: list) -> dict:

@@ -1,5 +1,5 @@
-"""Fixtures shared by every test folder: the real annotation files, synthetic benchmark downloads,
-and a runner for the real lmms-eval command line."""
+"""Fixtures shared by every test folder: the real annotation files, synthetic benchmark downloads, tiny
+checkpoints, and a runner for the real lmms-eval command line."""
 
 from __future__ import annotations
 
@@ -23,6 +23,15 @@ def shared_benchmarks() -> Path:
     if not SHARED_BENCHMARKS.is_dir():
         pytest.skip(f"real annotation files not found at {SHARED_BENCHMARKS}")
     return SHARED_BENCHMARKS
+
+
+@pytest.fixture(scope="session")
+def tiny_models(tmp_path_factory) -> dict[str, Path]:
+    """{kind: checkpoint folder} for every tiny family (about 0.3 s each)."""
+    from model_adapters.tiny import KINDS, build_tiny
+
+    root = tmp_path_factory.mktemp("tiny")
+    return {kind: build_tiny(kind, root / kind) for kind in KINDS}
 
 
 @pytest.fixture(scope="session")

@@ -1,4 +1,4 @@
-"""Tiny offline checkpoints of every family, and in-process lmms-eval requests for the adapters."""
+"""In-process adapters and lmms-eval requests for them (the tiny checkpoints: `tests/conftest.py`)."""
 
 from __future__ import annotations
 
@@ -6,14 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from model_adapters.tiny import KINDS, LLM_KINDS, build_tiny
-
-
-@pytest.fixture(scope="session")
-def tiny_models(tmp_path_factory) -> dict[str, Path]:
-    """{kind: checkpoint folder} for every tiny family (about 0.3 s each)."""
-    root = tmp_path_factory.mktemp("tiny")
-    return {kind: build_tiny(kind, root / kind) for kind in KINDS}
+from model_adapters.tiny import LLM_KINDS
 
 
 @pytest.fixture

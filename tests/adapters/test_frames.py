@@ -89,3 +89,38 @@ def test_frame_source_decodes_each_video_once(tmp_path):
     source(paths[2])  # evicts paths[0], the least recently used
     source(paths[0])
     assert source.decodes[str(paths[0])] == 2
+
+
+def write_h264(path, n_frames: int, fps: int = 30, gop: int = 30, side: int = 32, container_format=None) -> np.ndarray:
+    """A constant-rate H.264 video with B-frames (as most downloaded videos are), one random frame per index."""
+    frames = np.random.default_rng(n_frames).integers(0, 256, (n_frames, side, side, 3), dtype=np.uint8)
+    with av.open(str(path), mode="w", format=container_format) as container:
+        stream = container.add_stream("libx264", rate=fps, options={"g": str(gop), "bf": "2", "preset": "ultrafast"})
+        stream.width = stream.height = side
+        stream.pix_fmt = "yuv420p"
+        for frame in frames:
+            container.mux(stream.encode(av.VideoFrame.from_ndarray(frame, format="rgb24")))
+        container.mux(stream.encode())
+    return frames
+
+
+@pytest.mark.parametrize("suffix,container_format", [(".mp4", None), (".mkv", "matroska")])
+def test_seeking_gives_the_frames_decoding_in_order_gives(tmp_path, monkeypatch, suffix, container_format):
+    """Far-apart samples are reached by seeking to the keyframe before each: the same frames as decoding every
+    frame in order, and the same timing. Matroska states no frame count: it is taken from the duration."""
+    from model_adapters import frames as frames_module
+
+    path = tmp_path / f"long{suffix}"
+    write_h264(path, 600, gop=30, container_format=container_format)
+    monkeypatch.setattr(frames_module, "SEEK_GAP_FRAMES", 10**9)
+    in_order, in_order_meta = read_frames(path, 16)
+    calls = []
+    original = frames_module._decode_by_seeking
+    monkeypatch.setattr(frames_module, "_decode_by_seeking", lambda *a: calls.append(1) or original(*a))
+    monkeypatch.setattr(frames_module, "SEEK_GAP_FRAMES", 30)
+    seeked, seeked_meta = read_frames(path, 16)
+    assert calls, "the seeking path must have run"
+    assert seeked_meta.frames_indices == in_order_meta.frames_indices == sample_indices(600, 16).tolist()
+    assert (seeked_meta.total_num_frames, seeked_meta.fps) == (in_order_meta.total_num_frames, 30.0) == (600, 30.0)
+    np.testing.assert_array_equal(seeked, in_order)
+    assert len({f.tobytes() for f in seeked}) == 16
