@@ -5,9 +5,9 @@ Writes an lmms-eval output tree in the 0.7.3 format (one folder per model, `<dat
 the visdep record and the prompt as `input`), 100,000 questions spread over the four benchmarks
 (categories, varying K and questions per video as in the real ones: the intervals resample videos),
 then runs the real `visdep audit` command on it with a panel (3 text LLMs, 5 VLMs, 2 held out) and reports
-its wall time and peak memory as measured, with their ratios to the targets. The audit forks one reader per core and a plot process, so memory is the peak of the
-RSS summed over all its processes (sampled every 50 ms; an upper bound, as pages a child shares with its
-parent count twice).
+its wall time and peak memory as measured, with their ratios to the targets. The audit forks one reader per
+core and a plot process, so memory is the peak of the RSS summed over all its processes (sampled every 50 ms;
+an upper bound, as pages a child shares with its parent count twice).
 
     python bench/bench_audit.py [--questions 100000] [--models 10] [--workdir DIR] [--keep]
 
