@@ -290,3 +290,20 @@ def test_sweep_spans_the_whole_range_of_each_signal(toy_runs):
     assert ranges.loc["S"].tolist() == [-2.0, 3.0]
     assert ranges.loc["-V"].tolist() == [-2.0, 2.0]
     assert ranges.loc["T"].tolist() == [0.0, 1.0]
+
+
+def test_highest_s_questions_come_with_the_prompt_lmms_eval_logged(toy_runs, tmp_path):
+    expected = {q: f"question {q}\nA. ...\nAnswer with the option's letter from the given choices directly."
+                for q in ("cap-0", "cap-1", "cap-2")}  # what conftest.sample_line logs as `input`
+    top = run_audit([toy_runs], n_resamples=10).top_shortcuts
+    # S by hand (test_toy_panel_scores_filters_and_exports): cap-2 highest, then cap-1, then cap-0
+    assert top["question_id"].tolist() == ["cap-2", "cap-1", "cap-0"] and top["rank"].tolist() == [1, 2, 3]
+    assert top["prompt"].tolist() == [expected[q] for q in top["question_id"]]
+    # lines in rank order, with blank and whitespace-only lines between them: the prompts still match
+    (path,) = (toy_runs / "org__L1").glob("*_samples_mmau_blind.jsonl")
+    lines = path.read_text().splitlines()
+    path.write_text("\n".join([lines[2], "", lines[0], "   ", lines[1]]) + "\n")
+    top = run_audit([toy_runs], n_resamples=10).top_shortcuts
+    assert top["prompt"].tolist() == [expected[q] for q in top["question_id"]]
+    report = (write_audit(run_audit([toy_runs], n_resamples=10), tmp_path / "audit") / "report.md").read_text()
+    assert "## The 20 highest-S questions" in report and "   > question cap-2\n   > A. ..." in report

@@ -50,7 +50,6 @@ from visdep_metrics.audit.runs import (
     RunDataError,
     RunSet,
     load_runs,
-    read_prompts,
     resolve_model_keys,
 )
 from visdep_metrics.parallel import usable_cores
@@ -381,7 +380,7 @@ def _top_shortcuts(bench: BenchmarkResults, scores: pd.DataFrame) -> pd.DataFram
     if top.empty:
         return pd.DataFrame()
     blind = [run for run in bench.runs if run.mode == "blind"]
-    prompts = read_prompts(blind[0].file.samples_path, top["question_id"].tolist())
+    prompts = blind[0].prompts(top["question_id"].tolist())
     columns = ["benchmark", "question_id", "category", "video", "n_options", "answer_index", "T", "V", "S"]
     out = top[columns].reset_index(drop=True)
     out.insert(0, "rank", np.arange(1, len(out) + 1))

@@ -554,30 +554,36 @@ def _sweep_figure(audit: Audit) -> Figure:
 
 
 def _scores_figure(audit: Audit) -> Figure:
-    """Histograms of T, V and S: one row per benchmark, one column per score; S's threshold τ marked."""
+    """Histograms of T, V and S, one panel per benchmark (two columns), the three as outlines over S's whole range
+    (T in [0, 1] and V in [-r, r] lie inside it); τ marked. One panel per benchmark, not per score: drawing time
+    goes with the number of axes."""
     from matplotlib.figure import Figure
 
     q = audit.questions
     benchmarks = [b for b in DISPLAY if b in set(q["benchmark"].unique())]
-    figure = Figure(figsize=(12, 2.8 * len(benchmarks)))
-    figure.subplots_adjust(left=0.06, right=0.98, bottom=0.5 / (2.8 * len(benchmarks)),
-                           top=1 - 0.3 / (2.8 * len(benchmarks)), wspace=0.3, hspace=0.6)
-    for row, benchmark in enumerate(benchmarks):
+    n_rows = (len(benchmarks) + 1) // 2
+    figure = Figure(figsize=(11, 3.2 * n_rows))
+    figure.subplots_adjust(left=0.07, right=0.98, bottom=0.5 / (3.2 * n_rows), top=1 - 0.35 / (3.2 * n_rows),
+                           wspace=0.25, hspace=0.55)
+    for i, benchmark in enumerate(benchmarks):
+        ax = figure.add_subplot(n_rows, 2, i + 1)
         block = q[q["benchmark"] == benchmark]
-        for col, signal in enumerate(("T", "V", "S")):
-            ax = figure.add_subplot(len(benchmarks), 3, row * 3 + col + 1)
+        ax.set_title(f"{_name(benchmark)} ({len(block)} questions)", fontsize=9)
+        extent = signal_range("S", block["n_options"].to_numpy())
+        drawn = False
+        for color, signal in enumerate(("T", "V", "S")):
             values = block[signal].dropna()
-            ax.set_title(f"{_name(benchmark)}: {signal} ({len(values)} questions)", fontsize=9)
             if values.empty:
-                ax.text(0.5, 0.5, "not computed (see the notes)", ha="center", va="center", transform=ax.transAxes)
                 continue
-            # over the score's whole range: comparable across benchmarks, and a constant score still draws
-            extent = signal_range("-V" if signal == "V" else signal, block["n_options"].to_numpy())
-            counts, edges = np.histogram(values, bins=40, range=extent)
-            ax.stairs(counts, edges, fill=True, color=f"C{col}")  # one artist per axes, not 40 bars
-            if signal == "S":
-                ax.axvline(audit.tau, color="0.3", lw=0.8, ls="--")
-            ax.set_ylabel("questions")
+            counts, edges = np.histogram(values, bins=60, range=extent)
+            ax.stairs(counts, edges, color=f"C{color}", lw=1.2, label=signal)  # one artist, not 60 bars
+            drawn = True
+        if not drawn:
+            ax.text(0.5, 0.5, "not computed (see the notes)", ha="center", va="center", transform=ax.transAxes)
+            continue
+        ax.axvline(audit.tau, color="0.3", lw=0.8, ls="--", label=f"τ = {audit.tau:g}")
+        ax.set_ylabel("questions")
+        ax.legend(fontsize=8, loc="upper right")
     return figure
 
 

@@ -161,6 +161,14 @@ class TaskRun:
     p_answer: np.ndarray  # p_{y*}
     entropy: np.ndarray  # H_norm
     sha256: str = ""
+    file_row: np.ndarray | None = None  # each question's sample among the file's non-blank lines (for prompts)
+
+    def prompts(self, question_ids: Sequence[str]) -> dict[str, str | None]:
+        """The prompt lmms-eval logged for each of these questions (see `read_prompts`)."""
+        wanted = pa.array(list(question_ids), pa.string())
+        positions = pc.index_in(wanted, value_set=self.question_id).fill_null(-1).to_numpy()
+        rows = {q: int(self.file_row[i]) for q, i in zip(question_ids, positions, strict=True) if i >= 0}
+        return {q: None for q in question_ids} | read_prompts(self.file.samples_path, rows)
 
     def describe(self) -> str:
         return f"{self.file.task} of {self.file.model} ({self.file.samples_path})"
@@ -632,6 +640,7 @@ def read_task_run(run: RunFile) -> TaskRun:
                    source=pa.array(columns.source, pa.string()).take(order),
                    video=pa.array(columns.video, pa.string()).take(order), n_options=k[order],
                    answer_index=answer[order], sha256=columns.sha256,
+                   file_row=order,
                    correct=(predicted_index(probabilities) == answer).astype(np.float64)[order],
                    p_answer=answer_probability(probabilities, answer)[order],
                    entropy=normalised_entropy(probabilities, k)[order])
@@ -830,19 +839,38 @@ class _PromptLine(msgspec.Struct, gc=False):
 _PROMPT_LINES = msgspec.json.Decoder(_PromptLine)
 
 
-def read_prompts(path: Path, question_ids: Sequence[str]) -> dict[str, str | None]:
+def read_prompts(path: Path, rows: dict[str, int]) -> dict[str, str | None]:
     """The prompt lmms-eval logged (a sample line's `input`: the task's text, i.e. the question and its lettered
-    options) for each of `question_ids`; None where the line has no `input` or the question is absent."""
+    options) for questions at known rows (question_id -> the sample's position among the file's non-blank lines);
+    None where the line has no `input`. Only those lines are parsed; should a line not hold its question (a
+    whitespace-only line shifts the rows), the whole file is decoded instead."""
+    data = path.read_bytes()
+    ends = np.flatnonzero(np.frombuffer(data, np.uint8) == ord("\n"))
+    starts, stops = np.r_[0, ends + 1], np.r_[ends, len(data)]
+    starts, stops = starts[stops > starts], stops[stops > starts]
+    found = {}
+    for qid, row in rows.items():
+        try:
+            sample = json.loads(data[starts[row]:stops[row]]) if row < len(starts) else {}
+            record = _destringify(sample.get("visdep"), str(path))
+        except (json.JSONDecodeError, UnicodeDecodeError, RunDataError):
+            record = None
+        if not isinstance(record, dict) or str(record.get("question_id")) != qid:
+            return _decode_prompts(path, data, list(rows))
+        found[qid] = sample.get("input") if isinstance(sample.get("input"), str) else None
+    return found
+
+
+def _decode_prompts(path: Path, data: bytes, question_ids: list[str]) -> dict[str, str | None]:
     wanted = set(question_ids)
     try:
-        lines = [(s.visdep.question_id, s.input) for s in _PROMPT_LINES.decode_lines(path.read_bytes())]
+        lines = [(s.visdep.question_id, s.input) for s in _PROMPT_LINES.decode_lines(data)]
     except msgspec.DecodeError:  # stringified records: line by line
         lines = []
-        with open(path, encoding="utf-8") as f:
-            for line in f:
-                if line.strip():
-                    sample = json.loads(line)
-                    record = _destringify(sample.get("visdep"), str(path))
-                    lines.append((str(record.get("question_id")), sample.get("input")))
+        for line in data.decode("utf-8").splitlines():
+            if line.strip():
+                sample = json.loads(line)
+                record = _destringify(sample.get("visdep"), str(path))
+                lines.append((str(record.get("question_id")), sample.get("input")))
     found = {qid: (text if isinstance(text, str) else None) for qid, text in lines if qid in wanted}
     return {qid: found.get(qid) for qid in question_ids}
