@@ -5,8 +5,9 @@ when its model registry is imported, which happens before it builds its TaskMana
 point registers no model: it adds this package's folder to every TaskManager's search path.
 `--include_path <this folder>` remains the documented fallback (`visdep tasks-path` prints it).
 
-The same patch makes a failed evaluation exit with status 1 (`lmms_eval_tasks.exit_status`): the
-TaskManager is built just before the evaluation starts, when lmms-eval is fully imported.
+The same patch wraps lmms-eval's evaluation (`lmms_eval_tasks.evaluation_hooks`: a failed evaluation exits
+with status 1, `--use_cache` reaches the adapters): the TaskManager is built just before the evaluation
+starts, when lmms-eval is fully imported.
 """
 
 from __future__ import annotations
@@ -29,9 +30,9 @@ def register_task_path() -> list:
     original = TaskManager.initialize_tasks
 
     def initialize_tasks(self, include_path=None, include_defaults=True):
-        from lmms_eval_tasks.exit_status import exit_nonzero_on_failure
+        from lmms_eval_tasks.evaluation_hooks import wrap_simple_evaluate
 
-        exit_nonzero_on_failure()
+        wrap_simple_evaluate()
         paths = [] if include_path is None else [include_path] if isinstance(include_path, str) else list(include_path)
         if not any(Path(p).resolve() == TASKS_DIR for p in paths):
             paths.append(str(TASKS_DIR))

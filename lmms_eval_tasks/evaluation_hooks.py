@@ -1,12 +1,15 @@
-"""A failed evaluation ends the `lmms-eval` process with status 1.
+"""What visdep adds around each lmms-eval evaluation, by wrapping `lmms_eval.evaluator.simple_evaluate`
+(which the command line looks up when it calls it; the wrapper is installed when the TaskManager is built).
 
-lmms-eval 0.7.3's command line catches every exception raised while evaluating, prints it and exits 0
-(unless `--verbosity DEBUG`), so a shell loop over models carries on after a run that produced nothing:
-an unset `*_ROOT`, a malformed annotation file, a missing or unreadable video. visdep wraps
-`lmms_eval.evaluator.simple_evaluate`, which the command line looks up when it calls it: an exception
-there is logged with its traceback and turned into `SystemExit(1)`, which the command line's `except
-Exception` lets through. This holds for every evaluation in a process where visdep is installed, not only
-for visdep's tasks: a run that raised is a failed run.
+1. `--use_cache PATH` reaches the visdep adapters (`model_adapters.durable`): they make each scored batch
+   durable there, so that a killed run resumes where it stopped.
+2. A failed evaluation ends the `lmms-eval` process with status 1. lmms-eval 0.7.3's command line catches
+   every exception raised while evaluating, prints it and exits 0 (unless `--verbosity DEBUG`), so a shell
+   loop over models carries on after a run that produced nothing: an unset `*_ROOT`, a malformed annotation
+   file, a missing or unreadable video. In the wrapper an exception is logged with its traceback and turned
+   into `SystemExit(1)`, which the command line's `except Exception` lets through. This holds for every
+   evaluation in a process where visdep is installed, not only for visdep's tasks: a run that raised is a
+   failed run.
 """
 
 from __future__ import annotations
@@ -24,16 +27,19 @@ def root_cause(error: BaseException) -> BaseException:
     return error if inner is None else root_cause(inner)
 
 
-def exit_nonzero_on_failure() -> None:
+def wrap_simple_evaluate() -> None:
     """Wrap `lmms_eval.evaluator.simple_evaluate` once (idempotent)."""
     from lmms_eval import evaluator
 
-    if getattr(evaluator.simple_evaluate, "_visdep_exit_status", False):
+    from model_adapters import durable
+
+    if getattr(evaluator.simple_evaluate, "_visdep_wrapped", False):
         return
     original = evaluator.simple_evaluate
 
     @functools.wraps(original)
     def simple_evaluate(*args, **kwargs):
+        durable.set_root(kwargs.get("use_cache"))
         try:
             return original(*args, **kwargs)
         except Exception as e:
@@ -42,7 +48,9 @@ def exit_nonzero_on_failure() -> None:
             logger.error(f"Error during evaluation: {type(cause).__name__}: {cause}")
             logger.error("visdep: the evaluation failed; lmms-eval exits with status 1")
             raise SystemExit(1) from e
+        finally:
+            durable.set_root(None)
 
-    simple_evaluate._visdep_exit_status = True
+    simple_evaluate._visdep_wrapped = True
     simple_evaluate._visdep_original = original
     evaluator.simple_evaluate = simple_evaluate

@@ -19,6 +19,7 @@ from accelerate import Accelerator
 from lmms_eval.api.model import lmms
 from loguru import logger
 
+from model_adapters import durable
 from model_adapters.scoring import Question, ScoringError, score_questions
 
 # `from_pretrained` keywords passed through from --model_args (anything else is an error).
@@ -121,13 +122,26 @@ class ScoringAdapter(lmms):
     def __repr__(self) -> str:  # keys lmms-eval's response cache
         return f"{type(self).__name__}(pretrained={self.pretrained!r})"
 
+    def score_settings(self) -> dict:
+        """Everything besides the question that changes a value: the durable store's model key."""
+        import transformers
+
+        return {"adapter": self.adapter_name, "pretrained": self.pretrained,
+                "checkpoint": durable.checkpoint_identity(self.pretrained, self._model.config),
+                **{k: self.model_kwargs.get(k) for k in ("revision", "subfolder", "variant", "gguf_file",
+                                                         "attn_implementation")},
+                "dtype": str(self._model.dtype), "device": self._device.type,
+                "transformers": transformers.__version__, "torch": torch.__version__}
+
     def loglikelihood(self, requests) -> list[tuple[float, bool, str]]:
         """(-sum log p(continuation | context), is_greedy, the string scored) per request, in input order.
 
         The string scored is the continuation as the model saw it after the adapter's prompt (" A" after a base
-        model's "Answer:"); the tasks write it into each sample's `visdep` record."""
+        model's "Answer:"); the tasks write it into each sample's `visdep` record. With lmms-eval's
+        `--use_cache`, questions already in the durable store are not scored again, and each batch scored is
+        added to it before the next one starts (`model_adapters.durable`)."""
         by_key: dict[tuple, QuestionRequest] = {}
-        targets: list[tuple[tuple, int]] = []
+        targets: list[tuple[tuple, str]] = []
         for request in requests:
             context, continuation, doc_to_visual, doc_id, task, split = request.args
             key = (task, split, doc_id, context)
@@ -137,15 +151,59 @@ class ScoringAdapter(lmms):
                 by_key[key] = QuestionRequest(task, doc_id, context, list(doc_to_visual(doc)), qid)
             if callable(continuation):  # `loglikelihood` tasks pass a function of the document
                 continuation = continuation(self.task_dict[task][split][doc_id])
-            options = by_key[key].continuations
-            if continuation not in options:
-                options.append(continuation)
-            targets.append((key, options.index(continuation)))
-        questions = self.build_questions(list(by_key.values()))
-        scores = dict(zip(by_key, score_questions(self._model, questions, self.batch_size_per_device, self._device,
-                                                  progress=self.rank == 0), strict=True))
-        self.after_scoring(len(questions))
-        return [(*scores[key][option], by_key[key].scored[option]) for key, option in targets]
+            if continuation not in by_key[key].continuations:
+                by_key[key].continuations.append(continuation)
+            targets.append((key, continuation))
+
+        # One question per distinct (prompt, options, video): blind questions of different documents often
+        # read the same, and score the same.
+        distinct: dict[tuple, tuple] = {}
+        for key, r in by_key.items():
+            distinct.setdefault((r.context, tuple(sorted(r.continuations)), tuple(map(str, r.visuals))), key)
+        representative = {key: distinct[(r.context, tuple(sorted(r.continuations)), tuple(map(str, r.visuals)))]
+                          for key, r in by_key.items()}
+        unique = list(distinct.values())
+
+        store = durable.ScoreStore.open(self.score_settings(), self.rank) if durable.root() is not None else None
+        stored: dict[tuple, dict] = {}
+        store_keys: dict[tuple, str] = {}
+        if store is not None:
+            for key in unique:
+                r = by_key[key]
+                store_keys[key] = durable.question_key(r.context, r.continuations, r.visuals)
+                found = store.get(store_keys[key])
+                if found is not None and all(c in found for c in r.continuations):
+                    stored[key] = found
+
+        def persist(indices: list[int], results: list) -> None:
+            store.add({store_keys[unique[i]]: {c: [loss, greedy, by_key[unique[i]].scored[j]]
+                                               for j, (c, (loss, greedy)) in enumerate(zip(
+                                                   by_key[unique[i]].continuations, result, strict=True))}
+                       for i, result in zip(indices, results, strict=True)})
+
+        # Every question is tokenised, stored or not, so that batches are formed as in an uninterrupted run;
+        # a batch all of whose questions are stored is not scored (at most the batch in flight at a kill is
+        # scored again).
+        questions = self.build_questions([by_key[key] for key in unique])
+        scored = score_questions(self._model, questions, self.batch_size_per_device, self._device,
+                                 progress=self.rank == 0, on_scored=persist if store is not None else None,
+                                 done=(lambda part: all(unique[i] in stored for i in part)) if stored else None)
+        values: dict[tuple, dict[str, tuple]] = {}
+        for key, result in zip(unique, scored, strict=True):
+            r = by_key[key]
+            if result is None:
+                values[key] = {c: tuple(stored[key][c]) for c in r.continuations}
+            else:
+                values[key] = {c: (loss, greedy, r.scored[j]) for j, (c, (loss, greedy)) in
+                               enumerate(zip(r.continuations, result, strict=True))}
+        n_scored = sum(result is not None for result in scored)
+        if store is not None:
+            from_store = {key for key, result in zip(unique, scored, strict=True) if result is None}
+            reused = sum(representative[key] in from_store for key in by_key)
+            durable.log_reuse(self.adapter_name, self.rank, reused, len(by_key), store)
+            store.close()
+        self.after_scoring(n_scored)
+        return [values[representative[key]][continuation] for key, continuation in targets]
 
     def after_scoring(self, n_questions: int) -> None:
         """Hook for a summary log line."""

@@ -195,10 +195,17 @@ def _is_oom(error: BaseException) -> bool:
 
 
 def score_questions(model, questions: Sequence[Question], batch_size: int, device, progress: bool = True,
-                    ) -> list[list[tuple[float, bool]]]:
+                    on_scored: Callable[[list[int], list[list[tuple[float, bool]]]], None] | None = None,
+                    done: Callable[[list[int]], bool] | None = None,
+                    ) -> list[list[tuple[float, bool]] | None]:
     """(loss, is_greedy) per option of every question, in the order given.
 
-    Questions with the same prefix key share one prefix forward; they are scored `batch_size` at a time."""
+    Questions with the same prefix key share one prefix forward; they are scored `batch_size` at a time.
+    `on_scored(indices, results)` is called after every batch with the questions it scored (the durable store
+    writes them there, so a kill loses at most the batch in flight). A batch for which `done(indices)` is true
+    is not scored and its results stay None (a resumed run: the store has them). The batches are the same
+    whatever is done, so the questions scored get the very values an uninterrupted run gives them: float
+    sums depend on which questions share a forward."""
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
     groups: dict[Hashable, list[int]] = {}
@@ -209,21 +216,30 @@ def score_questions(model, questions: Sequence[Question], batch_size: int, devic
     with torch.inference_mode():
         for members in groups.values():
             current = questions[members[0]]
+            parts = [list(part) for part in _chunks(members, batch_size)]
+            todo = [part for part in parts if done is None or not done(part)]
+            bar.update(len(members) - sum(map(len, todo)))
+            if not todo:  # neither the prefix nor the video is needed
+                continue
             try:
                 group = [questions[i] for i in members]
                 _check(group)
                 if current.prefix is not None and len(members) == 1:
                     first, branch = _prefix_and_tail(model, current, device)
                     results[members[0]] = _options(model, group, first, branch, batch_size)[0]
+                    if on_scored is not None:
+                        on_scored(members, [results[members[0]]])
                     bar.update(1)
                     continue
                 prefix_branch = _prefix_branch(model, current.prefix, device)
-                for part in _chunks(members, batch_size):
+                for part in todo:
                     current = questions[part[0]]
                     chunk = [questions[i] for i in part]
                     first, branch = _tails(model, prefix_branch, chunk)
                     for i, scores in zip(part, _options(model, chunk, first, branch, batch_size), strict=True):
                         results[i] = scores
+                    if on_scored is not None:
+                        on_scored(part, [results[i] for i in part])
                     bar.update(len(part))
             except Exception as e:
                 if not _is_oom(e):

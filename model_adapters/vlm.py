@@ -52,6 +52,10 @@ class VisdepVLM(ScoringAdapter):
         self.tokenizer = self.processor.tokenizer
         return AutoModelForImageTextToText.from_pretrained(self.pretrained, **self.model_kwargs)
 
+    def score_settings(self) -> dict:
+        return {**super().score_settings(), "max_frames": self.frames.max_frames,
+                "frame_folder_fps": self.frames.frame_folder_fps}
+
     def __repr__(self) -> str:
         return (f"VisdepVLM(pretrained={self.pretrained!r}, max_frames={self.frames.max_frames}, "
                 f"frame_folder_fps={self.frames.frame_folder_fps})")

@@ -19,12 +19,13 @@ def benchmark_env(fixture_env, monkeypatch) -> dict[str, str]:
 
 
 def make_adapter(kind: str, path: Path, **kwargs):
-    """A visdep adapter on the CPU in float32, as lmms-eval would build it from --model_args."""
+    """A visdep adapter on the CPU (in float32 unless `dtype` says otherwise), as lmms-eval would build it from
+    --model_args."""
     from model_adapters.llm import VisdepLLM
     from model_adapters.vlm import VisdepVLM
 
     cls = VisdepLLM if kind in LLM_KINDS else VisdepVLM
-    return cls(pretrained=str(path), device="cpu", dtype="float32", **kwargs)
+    return cls(pretrained=str(path), device="cpu", **{"dtype": "float32", **kwargs})
 
 
 def requests_for(adapter, docs: list[dict], video: bool, task: str = "t", choices=None) -> list:
