@@ -9,7 +9,8 @@
 usable as `lmms-eval --include_path out_dir --tasks mmau_video_grounded`. The YAMLs load the same
 official data through the same functions as the full tasks (the ids file replaces the placeholder
 data file, and `process_docs` keeps the listed ids), so they need the same `*_ROOT` variable and
-no absolute path.
+no absolute path. For a benchmark of a spec (`lmms_eval_tasks.spec`) each id line also names the spec
+file, by its absolute path, as the full task's data file does.
 """
 
 from __future__ import annotations
@@ -25,21 +26,45 @@ from lmms_eval_tasks.loaders import get_benchmark
 _SUFFIX = re.compile(r"^[a-z][a-z0-9_]*$")
 
 
-def _task_body(benchmark: str, mode: str) -> list[str]:
-    """The full task's YAML lines without task/tag/include/data_files: template + task file."""
-    template = (TASKS_DIR / "_default_template_yaml").read_text().splitlines()
-    own = (TASKS_DIR / benchmark / f"{benchmark}_{mode}.yaml").read_text().splitlines()
-    keep_template = []
-    skip_block = False
-    own_keys = {line.split(":", 1)[0] for line in own if line and not line.startswith((" ", "#"))}
-    for line in template:
-        key = line.split(":", 1)[0] if line and not line.startswith((" ", "#")) else None
+def _top_key(line: str) -> str | None:
+    return line.split(":", 1)[0] if line and not line.startswith((" ", "#", "-")) else None
+
+
+def _without(lines: list[str], keys: set[str]) -> list[str]:
+    """`lines` without the top-level blocks of `keys` and without comment lines."""
+    kept, skipping = [], False
+    for line in lines:
+        key = _top_key(line)
         if key is not None:
-            skip_block = key in own_keys or key == "dataset_kwargs"
-        if not skip_block and not line.lstrip().startswith("#"):
-            keep_template.append(line)
-    keep_own = [line for line in own if not line.startswith(("task:", "tag:", "include:"))]
-    return keep_template + keep_own
+            skipping = key in keys
+        if not skipping and not line.lstrip().startswith("#"):
+            kept.append(line)
+    return kept
+
+
+def task_yaml_body(own: list[str]) -> list[str]:
+    """A task's YAML lines without task/tag/include/data_files: the shared template's keys that `own` does not
+    set, then `own` (the task's own lines)."""
+    own = _without(own, {"task", "tag", "include", "dataset_kwargs"})
+    own_keys = {key for key in map(_top_key, own) if key}
+    template = (TASKS_DIR / "_default_template_yaml").read_text().splitlines()
+    return _without(template, own_keys | {"dataset_kwargs"}) + own
+
+
+def _task_body(benchmark: str, mode: str) -> list[str]:
+    """The full task's YAML lines without task/tag/include/data_files: template + task file (for a benchmark
+    of a spec, the task file `visdep spec init` wrote beside it)."""
+    spec = get_benchmark(benchmark).spec
+    if spec is None:
+        own_path = TASKS_DIR / benchmark / f"{benchmark}_{mode}.yaml"
+    else:
+        from lmms_eval_tasks.spec import spec_task_path
+
+        own_path = spec_task_path(spec, benchmark, mode)
+        if not own_path.is_file():
+            raise FileNotFoundError(f"{own_path}: not found; write the tasks of {benchmark} first: visdep spec init "
+                                    f"{spec}")
+    return task_yaml_body(own_path.read_text().splitlines())
 
 
 def write_subset_tasks(out_dir: str | Path, benchmark: str, question_ids: Iterable[str], suffix: str,
@@ -47,7 +72,7 @@ def write_subset_tasks(out_dir: str | Path, benchmark: str, question_ids: Iterab
     """Write the id list and the blind and video `<benchmark>_<mode>_<suffix>` task YAMLs.
 
     Returns the written paths. An empty subset is refused: lmms-eval cannot run a task without documents."""
-    get_benchmark(benchmark)
+    spec = get_benchmark(benchmark).spec
     if not _SUFFIX.match(suffix):
         raise ValueError(f"suffix {suffix!r}: use lowercase letters, digits and underscores")
     ids = [str(q) for q in question_ids]
@@ -58,7 +83,9 @@ def write_subset_tasks(out_dir: str | Path, benchmark: str, question_ids: Iterab
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     ids_file = out / f"{benchmark}_{suffix}_ids.jsonl"
-    ids_file.write_text("".join(json.dumps({"question_id": q}) + "\n" for q in ids))
+    # a spec's benchmark: each line also names the spec, which the task's documents are read through
+    names_spec = {"spec": str(spec)} if spec is not None else {}
+    ids_file.write_text("".join(json.dumps({"question_id": q, **names_spec}) + "\n" for q in ids))
     written = [ids_file]
     for mode in ("blind", "video"):
         lines = [f"# {benchmark}_{mode} restricted to {len(ids)} question(s) listed in {ids_file.name}."]

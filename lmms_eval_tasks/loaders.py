@@ -40,6 +40,8 @@ class Benchmark:
     categories: tuple[str, ...] = ()
     hub: HubDataset | None = None  # general VideoQA: read from the Hugging Face dataset when env_var is unset
     general: bool = False  # tagged visdep_general; the traffic four are visdep_blind / visdep_video
+    spec: Path | None = None  # a benchmark described by a spec file (lmms_eval_tasks.spec.register_spec)
+    default_root: Path | None = None  # the root when env_var is unset (a spec's root_default)
 
 
 # --------------------------------------------------------------------------- MM-AU
@@ -334,16 +336,19 @@ GENERAL_BENCHMARKS = tuple(name for name, b in BENCHMARKS.items() if b.general)
 
 
 def benchmark_root(name: str, root: str | os.PathLike | None = None) -> Path | None:
-    """The root folder of a benchmark: `root` if given, else its environment variable. For a hub benchmark,
-    the local copy of its annotations (a file or folder), or None: the Hugging Face dataset (or its cache)."""
+    """The root folder of a benchmark: `root` if given, else its environment variable, else a spec's root_default.
+    For a hub benchmark, the local copy of its annotations (a file or folder), or None: the Hugging Face dataset
+    (or its cache)."""
     bench = get_benchmark(name)
     if root is None:
         value = os.environ.get(bench.env_var)
         if not value:
             if bench.hub is not None:
                 return None
-            raise BenchmarkDataError(
-                f"{bench.env_var} is not set. Point it at {bench.layout}, e.g. export {bench.env_var}=/data/{name}")
+            if bench.default_root is None:
+                raise BenchmarkDataError(f"{bench.env_var} is not set. Point it at {bench.layout}, e.g. export "
+                                         f"{bench.env_var}=/data/{name}")
+            value = bench.default_root
         root = value
     path = Path(root).expanduser()
     if bench.hub is not None:
@@ -379,12 +384,14 @@ def load_benchmark(name: str, root: str | os.PathLike | None = None) -> list[dic
     bench = get_benchmark(name)
     path = benchmark_root(name, root)
     origin = f"{bench.env_var}={path}" if path is not None else f"{bench.env_var} unset, so {bench.hub.repo}"
+    if root is None and bench.default_root is not None and not os.environ.get(bench.env_var):
+        origin = f"{bench.env_var} unset, so the spec's root_default {path}"
     try:
         records = bench.load(path)
     except FileNotFoundError as e:
         raise BenchmarkDataError(f"{origin}: {e.filename} not found. Expected {bench.layout}") from e
-    except BenchmarkDataError as e:
-        raise BenchmarkDataError(f"{origin}: {e}. Expected {bench.layout}") from e
+    except BenchmarkDataError as e:  # its own class kept (a spec's SpecError)
+        raise type(e)(f"{origin}: {e}. Expected {bench.layout}") from e
     if not records:
         raise BenchmarkDataError(f"{origin}: no questions found. Expected {bench.layout}")
     return check_unique(records, path if path is not None else bench.hub.repo)

@@ -1,7 +1,8 @@
 """Everything the task YAMLs reference: documents, prompt, choices, visuals, results.
 
 One implementation for all eight tasks; each YAML names its benchmark through the function it
-picks (`mmau_docs_video`, ...). Blind and video tasks of a benchmark share documents, prompt,
+picks (`mmau_docs_video`, ...; a benchmark of a spec: `spec_docs_video`, which reads the spec its data
+file names). Blind and video tasks of a benchmark share documents, prompt,
 choices and ids: they differ in `doc_to_visual`, in the video task checking up front that every
 video exists, and in the `mode` written into each sample's `visdep` record.
 
@@ -23,7 +24,14 @@ from pathlib import Path
 from loguru import logger
 from tqdm import tqdm
 
-from lmms_eval_tasks.loaders import BENCHMARKS, LETTERS, BenchmarkDataError, load_benchmark, video_root
+from lmms_eval_tasks.loaders import (
+    BENCHMARKS,
+    LETTERS,
+    BenchmarkDataError,
+    get_benchmark,
+    load_benchmark,
+    video_root,
+)
 
 INSTRUCTION = "Answer with the option's letter from the given choices directly."
 SCORING_ENV = "VISDEP_SCORING"
@@ -99,6 +107,10 @@ def _load(name: str) -> list[dict]:
 def resolve_video(name: str, rel: str) -> Path:
     """Absolute path of a question's video (video file or frame folder) under the benchmark's video folder."""
     root = video_root(name)
+    if get_benchmark(name).spec is not None:
+        from lmms_eval_tasks.spec import resolve_spec_video
+
+        return resolve_spec_video(root, rel)
     path = root / rel
     if path.exists() or name not in ("mmau", "videomme"):
         return path
@@ -136,8 +148,10 @@ def _unusable_report(name: str, records: list[dict], problems: dict[str, str]) -
     missing = sum(why.startswith("not found") for why in problems.values())
     shown = "\n".join(f"  {rel}: {why}" for rel, why in list(problems.items())[:10])
     more = f"\n  ... and {len(problems) - 10} more" if len(problems) > 10 else ""
+    spec = get_benchmark(name).spec
+    origin = f"\n  (the videos are fields.video of {spec}, under {video_root(name)})" if spec is not None else ""
     return (f"{len(problems)} of {n_videos} videos of {name} cannot be used ({missing} not found, "
-            f"{len(problems) - missing} unreadable), asked about in {n_questions} questions:\n{shown}{more}")
+            f"{len(problems) - missing} unreadable), asked about in {n_questions} questions:\n{shown}{more}{origin}")
 
 
 def _video_docs(name: str, dataset):
@@ -165,6 +179,22 @@ def _video_docs(name: str, dataset):
 
 def _blind_docs(name: str, dataset):
     return _dataset(_load(name), dataset)
+
+
+def _spec_benchmark(dataset) -> str:
+    """Register the spec the task's data file names (this process may not have seen it) and return its name."""
+    from lmms_eval_tasks.spec import register_spec, spec_of_documents
+
+    return register_spec(spec_of_documents(dataset)).name
+
+
+def spec_docs_blind(dataset):
+    """Documents of a benchmark described by a spec (`visdep spec init` writes the YAMLs that name this)."""
+    return _blind_docs(_spec_benchmark(dataset), dataset)
+
+
+def spec_docs_video(dataset):
+    return _video_docs(_spec_benchmark(dataset), dataset)
 
 
 def mmau_docs_blind(dataset):
