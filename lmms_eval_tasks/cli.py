@@ -26,7 +26,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("check-data", help="load the benchmarks whose *_ROOT variable is set (the others are skipped) "
                                           "and report what was read, warning where a benchmark has fewer questions "
                                           "than its official count")
-    p.add_argument("benchmarks", nargs="*", default=list(BENCHMARKS), help=f"default: all ({', '.join(BENCHMARKS)})")
+    p.add_argument("benchmarks", nargs="*", help=f"default: all ({', '.join(BENCHMARKS)}), or with --spec the "
+                                                 f"specs' benchmarks")
+    from lmms_eval_tasks.spec import add_spec_argument
+
+    add_spec_argument(p)  # a spec's benchmark is also checked for its videos (fields.video)
     p.set_defaults(func=_check_data)
 
 
@@ -68,8 +72,15 @@ def count_warnings(name: str, records: list[dict]) -> list[str]:
 
 
 def _check_data(args) -> int:
-    from lmms_eval_tasks.loaders import get_benchmark
+    from lmms_eval_tasks.loaders import benchmark_root, get_benchmark
+    from lmms_eval_tasks.spec import check_spec_videos, register_specs, registered_spec
 
+    try:
+        spec_names = register_specs(args.spec)
+    except BenchmarkDataError as e:
+        print(f"ERROR {e}")
+        return 1
+    args.benchmarks = args.benchmarks or spec_names or list(BENCHMARKS)
     status, checked = 0, 0
     for name in args.benchmarks:
         try:
@@ -78,7 +89,7 @@ def _check_data(args) -> int:
             print(f"{name}: ERROR {e.args[0]}")
             status = 1
             continue
-        if not os.environ.get(variable):
+        if not os.environ.get(variable) and get_benchmark(name).default_root is None:
             print(f"{name}: skipped ({variable} is not set)")
             continue
         checked += 1
@@ -94,7 +105,7 @@ def _check_data(args) -> int:
         print(f"{name}: {len(records)} questions, options per question {dict(sorted(k.items()))}")
         for warning in count_warnings(name, records):
             print(f"  WARNING: {warning}")
-        if OFFICIAL_COUNTS.get(name) is None:
+        if name in OFFICIAL_COUNTS and OFFICIAL_COUNTS[name] is None:
             print("  (no official count to compare with: the land domain's size is not stated by AccidentBench)")
         if cats:
             print(f"  categories: {dict(cats)}")
@@ -105,6 +116,13 @@ def _check_data(args) -> int:
         if dup:
             print(f"  {len(dup)} question(s) with two identical option texts (option scoring cannot separate "
                   f"them), e.g. {dup[:3]}")
+        if registered_spec(name) is not None:
+            try:
+                check_spec_videos(registered_spec(name), benchmark_root(name))
+                print(f"  videos: all {len({r['video'] for r in records})} found")
+            except BenchmarkDataError as e:
+                print(f"  ERROR {e}")
+                status = 1
     if not checked:
         variables = ", ".join(BENCHMARKS[b].env_var for b in args.benchmarks if b in BENCHMARKS)
         print(f"no benchmark checked: none of {variables} is set (point them at the official downloads)")

@@ -39,6 +39,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="a short label for a model in the report's tables and plots (default: the last part of its "
                         "pretrained= plus the settings that tell it from other runs of that checkpoint, e.g. "
                         "'tiny_qwen [max_frames=8]'); repeatable")
+    from lmms_eval_tasks.spec import add_spec_argument
+
+    add_spec_argument(p)  # runs of a benchmark of your own: its spec makes the benchmark known
     p.set_defaults(func=_audit)
 
 
@@ -58,6 +61,7 @@ def _positive_int(text: str) -> int:
 
 def _audit(args) -> int:
     # Imported here: `visdep --help` should not pay for pandas, scipy and matplotlib.
+    from lmms_eval_tasks.spec import register_specs
     from visdep_metrics.audit.compute import run_audit
     from visdep_metrics.audit.nonvisual import StressTestError
     from visdep_metrics.audit.panels import PanelError
@@ -66,6 +70,10 @@ def _audit(args) -> int:
 
     try:
         check_out_dir(args.out)
+        from visdep_metrics.audit.report import DISPLAY
+
+        for name in register_specs(args.spec):
+            DISPLAY.setdefault(name, name)  # the report's tables and plots list the benchmarks DISPLAY names
         audit = run_audit(args.run_dirs, panel_path=args.panel, tau=args.tau, max_hits=args.max_hits,
                           tst_dirs=args.tst, n_resamples=args.n_resamples, seed=args.seed,
                           baseline=args.baseline, labels=dict(args.label))

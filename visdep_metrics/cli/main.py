@@ -15,6 +15,7 @@ COMMAND_MODULES = [
     "visdep_metrics.cli.audit",
     "visdep_metrics.cli.demo",
     "visdep_metrics.cli.tst",
+    "visdep_metrics.cli.spec",
     "lmms_eval_tasks.cli",
 ]
 

@@ -8,6 +8,7 @@ import sys
 from loguru import logger
 
 from lmms_eval_tasks.loaders import BENCHMARKS, BenchmarkDataError, load_benchmark
+from lmms_eval_tasks.spec import add_spec_argument, benchmark_from_arguments, register_specs
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -39,7 +40,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _add_common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--benchmark", required=True, choices=list(BENCHMARKS))
+    p.add_argument("--benchmark", help=f"one of {', '.join(BENCHMARKS)}, or the name of a --spec benchmark "
+                                       f"(default: the benchmark of the one --spec)")
+    add_spec_argument(p)
     p.add_argument("--root", default=None, help="benchmark root (default: its *_ROOT environment variable)")
     p.add_argument("--out", required=True, help="output folder: new, empty, or an earlier output of the same command "
                                                 "(checked before anything runs)")
@@ -59,9 +62,13 @@ def _config(args):
 
 def _load(args) -> list[dict] | None:
     try:
+        args.benchmark = benchmark_from_arguments(args.benchmark, register_specs(args.spec))
         return load_benchmark(args.benchmark, args.root)
     except BenchmarkDataError as e:
         logger.error(str(e))
+        return None
+    except KeyError as e:  # no or an unknown --benchmark
+        logger.error(e.args[0])
         return None
 
 
