@@ -1,0 +1,83 @@
+"""Each filter scored against the planted truth: does it remove the questions the text gives away, and keep
+the ones only the video answers?
+
+For a filter that removes the set R of questions, with TS the text-solvable ones (planted `text_only` or
+`both`) and VO the `video_only` ones:
+
+    precision = |R ∩ TS| / |R|      recall = |R ∩ TS| / |TS|      video-only kept = |VO \\ R| / |VO|
+
+each a mean over a group of questions (precision: of [q in TS] over R; recall: of [q in R] over TS; kept: of
+[q not in R] over VO), with a 95% percentile bootstrap interval that resamples videos
+(`visdep_metrics.audit.diagnostics.bootstrap_mean_intervals`). Filters: S(q) <= τ (the grounded subset), the
+LLM-Inspector and B-Clean columns of the audit's questions.csv, TsT-RF's s(x) (removed where s(x) - 1/K > τ),
+and IBP's removed ids.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+import pandas as pd
+
+from visdep_metrics.audit.diagnostics import bootstrap_mean_intervals
+from visdep_metrics.demo.planted import TEXT_SOLVABLE
+
+TAUS = np.round(np.arange(-0.5, 1.01, 0.05), 2)
+MEASURES = ("precision", "recall", "video_only_kept")
+
+
+def filter_scores(removed: Mapping[str, np.ndarray], planted: pd.DataFrame, n_resamples: int = 1000,
+                  seed: int = 0) -> pd.DataFrame:
+    """One row per filter: n_removed, precision, recall, video_only_kept, each with `_lo`/`_hi`.
+
+    removed: {filter name: (n,) booleans in the order of `planted`}; planted: question_id, video, planted_type."""
+    text_solvable = planted["planted_type"].isin(TEXT_SOLVABLE).to_numpy()
+    video_only = (planted["planted_type"] == "video_only").to_numpy()
+    rows = []
+    for name, r in removed.items():
+        r = np.asarray(r, dtype=bool)
+        if r.shape != text_solvable.shape:
+            raise ValueError(f"filter {name}: {r.shape} removal flags for {text_solvable.shape[0]} questions")
+        values = np.stack([text_solvable, r, ~r]).astype(float)  # precision | recall | kept, as means
+        groups = np.stack([r, text_solvable, video_only])
+        low, high = bootstrap_mean_intervals(values, groups, clusters=planted["video"].to_numpy(),
+                                             n_resamples=n_resamples, seed=seed)
+        row = {"filter": name, "n_removed": int(r.sum())}
+        for m, measure in enumerate(MEASURES):
+            member = groups[m]
+            row[measure] = float(values[m][member].mean()) if member.any() else np.nan
+            row[f"{measure}_lo"], row[f"{measure}_hi"] = float(low[m, m]), float(high[m, m])
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def removals(questions: pd.DataFrame, planted: pd.DataFrame, tau: float, s_tst: pd.Series | None = None,
+             ibp_removed: set[str] | None = None) -> dict[str, np.ndarray]:
+    """{filter: removed flags} in the order of `planted`, from the audit's questions.csv (one benchmark)."""
+    q = questions.set_index("question_id").loc[planted["question_id"]]
+    out = {f"S <= {tau:g}": ~q["S"].le(tau).to_numpy()}
+    if "kept_llm_inspector" in q:
+        out["LLM-Inspector"] = ~q["kept_llm_inspector"].astype(bool).to_numpy()
+    if "kept_b_clean" in q:
+        out["B-Clean"] = ~q["kept_b_clean"].astype(bool).to_numpy()
+    if s_tst is not None:
+        excess = s_tst.loc[planted["question_id"]].to_numpy() - 1 / q["n_options"].to_numpy()
+        out[f"TsT-RF s(x) - 1/K <= {tau:g}"] = excess > tau
+    if ibp_removed is not None:
+        out["IBP"] = planted["question_id"].isin(ibp_removed).to_numpy()
+    return out
+
+
+def threshold_sweep(signal: np.ndarray, planted: pd.DataFrame, taus=TAUS) -> pd.DataFrame:
+    """Precision, recall and video-only kept when removing {q : signal(q) > τ}, for each τ (no intervals)."""
+    text_solvable = planted["planted_type"].isin(TEXT_SOLVABLE).to_numpy()
+    video_only = (planted["planted_type"] == "video_only").to_numpy()
+    removed = np.asarray(signal)[None, :] > np.asarray(taus)[:, None]  # (T, n)
+    n_removed = removed.sum(axis=1)
+    hits = (removed & text_solvable).sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return pd.DataFrame({"tau": taus, "n_removed": n_removed,
+                             "precision": np.where(n_removed > 0, hits / n_removed, np.nan),
+                             "recall": hits / max(int(text_solvable.sum()), 1),
+                             "video_only_kept": (~removed & video_only).sum(axis=1) / max(int(video_only.sum()), 1)})

@@ -1,0 +1,138 @@
+"""`visdep validate`: which settings of a benchmark let the Shortcut Score recover its planted shortcuts?
+
+For each setting of the generator's dials, `shortcut_share` (how many accident-reason and prevention
+questions carry a textual give-away) and `strength` (how often a give-away points at the right answer), a
+fresh planted benchmark is written and scored by the demo's trained panel (trained once on the default
+generator, `visdep_metrics.demo.training`, cached). For each text panel size (the first 1, 2, ... of the text
+LLMs) and each τ, the questions with S(q) > τ are removed and compared with the planted text-solvable ones:
+precision, recall and the share of video-only questions kept (`visdep_metrics.demo.truth`). A setting
+"recovers" the shortcuts when precision and recall both reach 0.8 and at least 90% of the video-only
+questions stay.
+
+The models are scored in this process through the adapters (`visdep_llm`, `visdep_vlm`) with lmms-eval's own
+request objects and the tasks' own prompt, choices and scoring (option texts), without lmms-eval's runner:
+the same numbers the command line gives, without its start-up per model.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from loguru import logger
+
+from visdep_metrics.demo.planted import PlantedConfig, write_planted
+
+TAUS = (0.0, 0.1, 0.2, 0.3)
+SHARES = (0.3, 0.7)
+STRENGTHS = (1.0, 0.8, 0.6)
+
+
+def _requests(adapter, docs: list[dict], video: bool) -> list:
+    from lmms_eval.api.instance import Instance
+
+    from lmms_eval_tasks import tasks
+
+    to_visual = tasks.doc_to_visual_video if video else tasks.doc_to_visual_blind
+    adapter.task_dict = {"vru_accident": {"test": docs}}
+    return [Instance("loglikelihood", (tasks.doc_to_text(doc), choice, to_visual, i, "vru_accident", "test"), k,
+                     metadata={"task": "vru_accident", "doc_id": i, "repeats": 1})
+            for i, doc in enumerate(docs) for k, choice in enumerate(tasks.doc_to_choice(doc))]
+
+
+def _option_logprobs(adapter, docs: list[dict], video: bool) -> np.ndarray:
+    """(n, K) log-probabilities (every question here has K = 4)."""
+    losses = np.array([loss for loss, _, _ in adapter.loglikelihood(_requests(adapter, docs, video))])
+    return -losses.reshape(len(docs), -1)
+
+
+def score_setting(adapters: dict, text_llms: Sequence[str], vlms: Sequence[str], config: PlantedConfig,
+                  work: Path, taus: Sequence[float] = TAUS) -> pd.DataFrame:
+    """Rows (panel_size, tau, precision, recall, video_only_kept) of one generator setting."""
+    from lmms_eval_tasks.loaders import load_benchmark
+    from visdep_metrics.audit.diagnostics import (
+        answer_probability,
+        normalised_entropy,
+        option_probabilities,
+        predicted_index,
+        shortcut_score,
+        textual_evidence,
+        visual_necessity,
+    )
+    from visdep_metrics.demo.truth import threshold_sweep
+
+    root = work / f"share{config.shortcut_share:g}-strength{config.strength:g}"
+    write_planted(root, config)
+    docs = load_benchmark("vru_accident", root)
+    os.environ["VRU_ACCIDENT_ROOT"] = str(root)
+    planted = pd.read_csv(root / "planted.csv").set_index("question_id").loc[[d["question_id"] for d in docs]]
+    planted = planted.reset_index()
+    k = np.array([len(d["options"]) for d in docs])
+    answer = np.array([d["answer_index"] for d in docs])
+    correct, entropy = [], []
+    for name in text_llms:
+        p = option_probabilities(_option_logprobs(adapters[name], docs, False), k)
+        correct.append(predicted_index(p) == answer)
+        entropy.append(normalised_entropy(p, k))
+    p_video, p_blind = [], []
+    for name in vlms:
+        for video, into in ((True, p_video), (False, p_blind)):
+            logprobs = _option_logprobs(adapters[name], docs, video)
+            into.append(answer_probability(option_probabilities(logprobs, k), answer))
+    v = visual_necessity(np.array(p_video), np.array(p_blind), k)
+    rows = []
+    for size in range(1, len(text_llms) + 1):
+        s = shortcut_score(textual_evidence(np.array(correct[:size]), np.array(entropy[:size])), v)
+        sweep = threshold_sweep(s, planted, taus)
+        rows.append(sweep.assign(panel_size=size))
+    return pd.concat(rows).assign(shortcut_share=config.shortcut_share, strength=config.strength)
+
+
+def validate(out: Path | None = None, cache_dir: Path | None = None, videos: int = 40, max_frames: int = 4,
+             shares: Sequence[float] = SHARES, strengths: Sequence[float] = STRENGTHS,
+             taus: Sequence[float] = TAUS, with_smollm2: bool = True) -> pd.DataFrame:
+    """The sweep (one row per setting, panel size and τ); written to OUT/validate.csv when `out` is given."""
+    from model_adapters.llm import VisdepLLM
+    from model_adapters.vlm import VisdepVLM
+    from visdep_metrics.demo.pipeline import (
+        LLM_STEPS,
+        TEXT_LLMS,
+        VLM_STEPS,
+        VLMS,
+        default_cache_dir,
+        smollm2_gguf,
+    )
+    from visdep_metrics.demo.training import train_panel
+
+    os.environ["VISDEP_SCORING"] = "option"
+    checkpoints = train_panel(TEXT_LLMS + VLMS, cache_dir or default_cache_dir(), PlantedConfig(), LLM_STEPS,
+                              VLM_STEPS, max_frames)
+    adapters = {kind: VisdepLLM(pretrained=str(checkpoints[kind]), device="cpu", dtype="float32", batch_size=8)
+                for kind in TEXT_LLMS}
+    adapters.update({kind: VisdepVLM(pretrained=str(checkpoints[kind]), device="cpu", dtype="float32", batch_size=8,
+                                     max_frames=max_frames) for kind in VLMS})
+    text = list(TEXT_LLMS)
+    gguf = smollm2_gguf() if with_smollm2 else None
+    if gguf is not None:
+        adapters["smollm2"] = VisdepLLM(pretrained=str(gguf.parent), gguf_file=gguf.name, device="cpu",
+                                        dtype="float32", batch_size=8)
+        text.append("smollm2")
+    with tempfile.TemporaryDirectory() as tmp:
+        tables = []
+        for share, strength in itertools.product(shares, strengths):
+            config = PlantedConfig(videos=videos, shortcut_share=share, strength=strength, seed=11)
+            logger.info(f"validate: shortcut share {share:g}, strength {strength:g}")
+            tables.append(score_setting(adapters, text, list(VLMS), config, Path(tmp), taus))
+    table = pd.concat(tables, ignore_index=True)
+    table["recovers"] = (table["precision"] >= 0.8) & (table["recall"] >= 0.8) & (table["video_only_kept"] >= 0.9)
+    table = table[["shortcut_share", "strength", "panel_size", "tau", "n_removed", "precision", "recall",
+                   "video_only_kept", "recovers"]]
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        table.to_csv(out / "validate.csv", index=False)
+    return table
