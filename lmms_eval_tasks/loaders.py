@@ -42,6 +42,11 @@ class Benchmark:
     general: bool = False  # tagged visdep_general; the traffic four are visdep_blind / visdep_video
     spec: Path | None = None  # a benchmark described by a spec file (lmms_eval_tasks.spec.register_spec)
     default_root: Path | None = None  # the root when env_var is unset (a spec's root_default)
+    display: str = ""  # the name tables and plots show (default: the name)
+
+    @property
+    def title(self) -> str:
+        return self.display or self.name
 
 
 # --------------------------------------------------------------------------- MM-AU
@@ -291,22 +296,22 @@ BENCHMARKS: dict[str, Benchmark] = {
         "mmau", "MMAU_ROOT",
         "the MM-AU download: 'ArA label/test.json' and 'Reason_Answering/data/dada/testData.xls' (annotations), "
         "'CAP-DATA/<group>/<type>/<id>/images/*.jpg' and 'DADA-DATA/<type>/<id>/images/*.png' (frames)",
-        load_mmau),
+        load_mmau, display="MM-AU"),
     "vru_accident": Benchmark(
         "vru_accident", "VRU_ACCIDENT_ROOT",
         "the VRU-Accident download: 'MetaData/<SRC>/<SRC>_VQA_annotation.json' for SRC in "
         f"{', '.join(VRU_SOURCES)}, videos in 'VRU_videos/<SRC>/VRU_<n>.mp4'",
-        load_vru_accident, VRU_CATEGORIES),
+        load_vru_accident, VRU_CATEGORIES, display="VRU-Accident"),
     "trafficqa": Benchmark(
         "trafficqa", "TRAFFICQA_ROOT",
         "the SUTD-TrafficQA download: 'annotations/R2_test.jsonl' (or 'R2_test.jsonl'), videos in "
         "'raw_videos/<vid_filename>'",
-        load_trafficqa, tuple(TRAFFICQA_TYPES.values())),
+        load_trafficqa, tuple(TRAFFICQA_TYPES.values()), display="TrafficQA"),
     "accidentbench": Benchmark(
         "accidentbench", "ACCIDENTBENCH_ROOT",
         "the AccidentBench download: 'land_space/{short,medium,long}/{easy,medium,hard}/<reasoning_style>.json', "
         "videos in 'videos/<scene_name>.mp4'",
-        load_accidentbench, ACCIDENTBENCH_STYLES),
+        load_accidentbench, ACCIDENTBENCH_STYLES, display="AccidentBench"),
 }
 
 
@@ -325,9 +330,10 @@ def _register_general() -> None:
     }
     categories = {"videomme": general.VIDEOMME_TASK_TYPES, "longvideobench": general.LONGVIDEOBENCH_CATEGORIES,
                   "mlvu": general.MLVU_TASK_TYPES}
+    displays = {"videomme": "Video-MME", "longvideobench": "LongVideoBench", "mlvu": "MLVU"}
     for name, (hub, load) in hub_loaders().items():
         BENCHMARKS[name] = Benchmark(name, f"{name.upper()}_ANNOTATIONS", layouts[name], load, categories[name],
-                                     hub=hub, general=True)
+                                     hub=hub, general=True, display=displays[name])
 
 
 _register_general()

@@ -135,3 +135,16 @@ def test_tst_reads_the_same_records(general_runs, tmp_path):
     assert summary["benchmark"] == "videomme" and summary["n_questions"] == 12
     s_x = pd.read_csv(out / "s_x.csv")
     assert set(s_x["question_id"]) == set(expected(env, "videomme"))
+
+
+def test_the_audit_reports_them_like_the_traffic_benchmarks(general_runs, tmp_path):
+    from visdep_metrics.cli.main import main
+
+    out, _, _ = general_runs["dummy"]
+    assert main(["audit", str(out), "--out", str(tmp_path / "audit")]) == 0
+    summary = pd.read_csv(tmp_path / "audit" / "summary.csv")
+    assert set(summary["benchmark"]) == set(GENERAL)
+    report = (tmp_path / "audit" / "report.md").read_text()
+    assert all(name in report for name in ("Video-MME", "LongVideoBench", "MLVU"))
+    for plot in ("diagnostic_space.png", "sweeps.png"):
+        assert (tmp_path / "audit" / plot).stat().st_size > 0

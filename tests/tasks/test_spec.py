@@ -27,13 +27,11 @@ EXAMPLE_SPECS = REPO / "configs" / "specs"
 
 @pytest.fixture(autouse=True)
 def isolated_registry():
-    """Specs registered by a test leave BENCHMARKS (and the audit report's names) as they were."""
-    from visdep_metrics.audit.report import DISPLAY
-
-    saved, saved_display = dict(BENCHMARKS), dict(DISPLAY)
+    """Specs registered by a test leave BENCHMARKS as they were."""
+    saved = dict(BENCHMARKS)
     saved_specs = dict(spec_module._REGISTERED)
     yield
-    for registry, before in ((BENCHMARKS, saved), (DISPLAY, saved_display), (spec_module._REGISTERED, saved_specs)):
+    for registry, before in ((BENCHMARKS, saved), (spec_module._REGISTERED, saved_specs)):
         registry.clear()
         registry.update(before)
 

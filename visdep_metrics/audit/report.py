@@ -23,6 +23,7 @@ import pyarrow.csv as pa_csv
 from loguru import logger
 
 from lmms_eval_tasks.export import write_subset_tasks
+from lmms_eval_tasks.loaders import BENCHMARKS
 from visdep_metrics.audit.compute import TOP_SHORTCUTS, Audit, evaluation_models
 from visdep_metrics.audit.filters import SWEEP_SIGNALS, signal_range
 from visdep_metrics.outdir import OutputDirError, chmod_like_mkdir
@@ -34,7 +35,7 @@ if TYPE_CHECKING:
 
 MANIFEST = "audit.json"
 GROUNDED_SUFFIX = "grounded"
-DISPLAY = {"mmau": "MM-AU", "trafficqa": "TrafficQA", "accidentbench": "AccidentBench", "vru_accident": "VRU-Accident"}
+PAPER_ORDER = ("mmau", "trafficqa", "accidentbench", "vru_accident")  # the paper's tables list them so
 _METRIC_HEADERS = {"acc_blind": "Acc_B", "acc_video": "Acc_V", "blind_gap": "BG↓", "visual_gain": "VG↑"}
 _FILTER_HEADERS = {"none": "No Filtering", "llm_inspector": "LLM-Inspector", "b_clean": "B-Clean",
                    "s_score": "S-score"}
@@ -87,7 +88,15 @@ def _markdown(header: list[str], rows: list[list]) -> str:
 
 
 def _name(benchmark: str) -> str:
-    return DISPLAY.get(benchmark, benchmark)
+    return BENCHMARKS[benchmark].title if benchmark in BENCHMARKS else benchmark
+
+
+def _ordered(present) -> list[str]:
+    """The benchmarks among `present` in the report's order: the traffic four as the paper lists them, then every
+    other registered one (general VideoQA, specs), then any the registry does not know."""
+    present = set(present)
+    others = [b for b in BENCHMARKS if b not in PAPER_ORDER] + sorted(present - set(BENCHMARKS))
+    return [b for b in (*PAPER_ORDER, *others) if b in present]
 
 
 # --------------------------------------------------------------------------- report sections
@@ -98,7 +107,7 @@ def _evaluation_models(audit: Audit, benchmark: str) -> tuple[list[str], bool]:
 
 def _table1(audit: Audit) -> str:
     overall = audit.summary[(audit.summary["category"] == "all") & (audit.summary["subset"] == "full")]
-    benchmarks = [b for b in DISPLAY if b in set(overall["benchmark"])]
+    benchmarks = _ordered(overall["benchmark"])
     vlms = sorted(m for m in overall.loc[overall["acc_video"].notna(), "model"].unique())
     llms = sorted(set(overall["model"]) - set(vlms))
     header = ["Model"] + [f"{_name(b)} {_METRIC_HEADERS[m]}" for b in benchmarks for m in _METRIC_HEADERS]
@@ -123,7 +132,7 @@ def _table1(audit: Audit) -> str:
 def _intervals(audit: Audit) -> str:
     parts = []
     s = audit.summary[audit.summary["subset"] == "full"]
-    for benchmark in [b for b in DISPLAY if b in set(s["benchmark"])]:
+    for benchmark in _ordered(s["benchmark"]):
         block = s[s["benchmark"] == benchmark]
         categories = ["all"] + sorted(c for c in block["category"].unique() if c != "all")
         rows = [[c if c != "all" else "(all)", audit.label(r["model"]), r["n"], r["n_resampled"]]
@@ -137,7 +146,7 @@ def _intervals(audit: Audit) -> str:
 
 def _table2(audit: Audit) -> str:
     parts = []
-    for benchmark in [b for b in DISPLAY if b in set(audit.filters["benchmark"])]:
+    for benchmark in _ordered(audit.filters["benchmark"]):
         models, held_out = _evaluation_models(audit, benchmark)
         block = audit.filters[audit.filters["benchmark"] == benchmark]
         filters = [f for f in _FILTER_HEADERS if f in set(block["filter"])]
@@ -157,7 +166,7 @@ def _table2(audit: Audit) -> str:
 def _table5(audit: Audit) -> str:
     overall = audit.summary[audit.summary["category"] == "all"]
     parts = []
-    for benchmark in [b for b in DISPLAY if b in set(overall["benchmark"])]:
+    for benchmark in _ordered(overall["benchmark"]):
         block = overall[overall["benchmark"] == benchmark]
         full, grounded = block[block["subset"] == "full"], block[block["subset"] == "grounded"]
         if grounded.empty:
@@ -188,7 +197,7 @@ def _resampling_sentence(audit: Audit) -> str:
     """Per benchmark: what the bootstrap drew (videos, or questions where the records name no video)."""
     overall = audit.summary[(audit.summary["subset"] == "full") & (audit.summary["category"] == "all")]
     parts = []
-    for benchmark in [b for b in DISPLAY if b in set(overall["benchmark"])]:
+    for benchmark in _ordered(overall["benchmark"]):
         row = overall[overall["benchmark"] == benchmark].iloc[0]
         if row["resampled"] == "videos":
             parts.append(f"{_name(benchmark)}: {int(row['n_resampled']):,} videos ({int(row['n']):,} questions)")
@@ -238,7 +247,7 @@ def _lead_line(row, models: list[str]) -> str:
 
 def _lead(audit: Audit) -> list[str]:
     lines = []
-    for benchmark in [b for b in DISPLAY if b in set(audit.headline.get("benchmark", []))]:
+    for benchmark in _ordered(audit.headline.get("benchmark", [])):
         block = audit.headline[audit.headline["benchmark"] == benchmark].set_index("subset")
         full = block.loc["full"]
         judges, _ = evaluation_models(audit.runs.benchmarks[benchmark], audit.roles)
@@ -323,7 +332,7 @@ def _frames_section(audit: Audit, plots: dict[str, str]) -> list[str]:
 def _scores_section(audit: Audit, plots: dict[str, str]) -> list[str]:
     q = audit.questions
     rows = []
-    for benchmark in [b for b in DISPLAY if b in set(q["benchmark"].unique())]:  # unique(): 100,000 rows
+    for benchmark in _ordered(q["benchmark"].unique()):  # unique(): 100,000 rows
         block = q[q["benchmark"] == benchmark]
         for signal in ("T", "V", "S"):
             values = block[signal].dropna()
@@ -354,7 +363,7 @@ def _top_section(audit: Audit) -> list[str]:
              "What the shortcut looks like: the questions the text-only models answer most confidently and the "
              "video helps least. The text is the prompt lmms-eval logged for the question (a sample's `input`: the "
              "question and its lettered options, as every model saw them).", ""]
-    for benchmark in [b for b in DISPLAY if b in set(top["benchmark"])]:
+    for benchmark in _ordered(top["benchmark"]):
         lines += [f"**{_name(benchmark)}**", ""]
         for r in top[top["benchmark"] == benchmark].itertuples():
             answer = chr(ord("A") + int(r.answer_index))
@@ -492,7 +501,7 @@ def _diagnostic_space(audit: Audit) -> Figure:
     ax.axvline(0, color="0.7", lw=0.8)
     # A legend, not labels at the points: benchmarks often sit close together, and labels there overlap.
     handles = []
-    for i, benchmark in enumerate(b for b in DISPLAY if (b, "full") in means.index):
+    for i, benchmark in enumerate(_ordered(b for b, subset in means.index if subset == "full")):
         color = f"C{i}"
         full = means.loc[(benchmark, "full")]
         handles.append(ax.scatter(full["blind_gap"], full["visual_gain"], s=8 * full["acc_video"], color=color,
@@ -517,7 +526,7 @@ def _sweep_figure(audit: Audit) -> Figure:
     """The paper's figure 4: one row per benchmark, one column per signal (T, -V, S)."""
     from matplotlib.figure import Figure
 
-    benchmarks = [b for b in DISPLAY if b in set(audit.sweep["benchmark"])]
+    benchmarks = _ordered(audit.sweep["benchmark"])
     height = 3.2 * len(benchmarks)
     figure = Figure(figsize=(4.8 * len(SWEEP_SIGNALS), height))
     # fixed margins (in inches): constrained layout measured ~0.6 s per figure
@@ -560,7 +569,7 @@ def _scores_figure(audit: Audit) -> Figure:
     from matplotlib.figure import Figure
 
     q = audit.questions
-    benchmarks = [b for b in DISPLAY if b in set(q["benchmark"].unique())]
+    benchmarks = _ordered(q["benchmark"].unique())
     n_rows = (len(benchmarks) + 1) // 2
     figure = Figure(figsize=(11, 3.2 * n_rows))
     figure.subplots_adjust(left=0.07, right=0.98, bottom=0.5 / (3.2 * n_rows), top=1 - 0.35 / (3.2 * n_rows),
@@ -592,7 +601,7 @@ def _frames_figure(audit: Audit) -> Figure:
     from matplotlib.figure import Figure
 
     frames = audit.frames
-    benchmarks = [b for b in DISPLAY if b in set(frames["benchmark"])]
+    benchmarks = _ordered(frames["benchmark"])
     figure = Figure(figsize=(5.5 * len(benchmarks), 4))
     figure.subplots_adjust(left=0.08, right=0.98, bottom=0.14, top=0.9, wspace=0.3)
     for col, benchmark in enumerate(benchmarks):

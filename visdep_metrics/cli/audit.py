@@ -70,10 +70,7 @@ def _audit(args) -> int:
 
     try:
         check_out_dir(args.out)
-        from visdep_metrics.audit.report import DISPLAY
-
-        for name in register_specs(args.spec):
-            DISPLAY.setdefault(name, name)  # the report's tables and plots list the benchmarks DISPLAY names
+        register_specs(args.spec)
         audit = run_audit(args.run_dirs, panel_path=args.panel, tau=args.tau, max_hits=args.max_hits,
                           tst_dirs=args.tst, n_resamples=args.n_resamples, seed=args.seed,
                           baseline=args.baseline, labels=dict(args.label))
