@@ -51,6 +51,11 @@ OFFICIAL_COUNTS: dict[str, tuple[int, dict[str, int]] | None] = {
     "vru_accident": (6000, {"CAP_DATA": 287 * 6, "DADA_2000": 223 * 6, "DoTA": 100 * 6, "MANUAL_DATA": 390 * 6}),
     "trafficqa": (6075, {}),  # R2_test.jsonl
     "accidentbench": None,
+    # general VideoQA, as lmms-eval's own tasks read them (dataset cards; MLVU dev: its GitHub release's seven
+    # multiple-choice task types)
+    "videomme": (2700, {"short": 900, "medium": 900, "long": 900}),
+    "longvideobench": (1337, {}),
+    "mlvu": (2175, {}),
 }
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from lmms_eval_tasks.fixtures import write_fixtures
-from lmms_eval_tasks.loaders import BENCHMARKS, load_benchmark
+from lmms_eval_tasks.loaders import TRAFFIC_BENCHMARKS, load_benchmark
 from tests.conftest import lmms_eval_env, read_results, read_samples, run_lmms_eval
 
 pytestmark = pytest.mark.slow
@@ -27,7 +27,7 @@ def full_run(fixture_env, tmp_path_factory):
     return out
 
 
-@pytest.mark.parametrize("bench", list(BENCHMARKS))
+@pytest.mark.parametrize("bench", list(TRAFFIC_BENCHMARKS))
 def test_blind_and_video_tasks_share_documents(full_run, fixture_env, bench):
     expected = load_benchmark(bench, fixture_env[ENV_NAMES[bench]])
     blind = sorted(read_samples(full_run, f"{bench}_blind"), key=lambda s: s["doc_id"])
@@ -47,9 +47,9 @@ def test_blind_and_video_tasks_share_documents(full_run, fixture_env, bench):
 
 def test_results_report_accuracy_overall_and_per_category(full_run):
     results = read_results(full_run)["results"]
-    assert set(results) >= {f"{b}_{m}" for b in BENCHMARKS for m in ("blind", "video")}
+    assert set(results) >= {f"{b}_{m}" for b in TRAFFIC_BENCHMARKS for m in ("blind", "video")}
     # dummy returns the same loss for every option: the first option is predicted
-    for bench in BENCHMARKS:
+    for bench in TRAFFIC_BENCHMARKS:
         samples = read_samples(full_run, f"{bench}_video")
         expected = sum(s["visdep"]["answer_index"] == 0 for s in samples) / len(samples)
         assert results[f"{bench}_video"]["acc,none"] == pytest.approx(expected)
@@ -65,7 +65,7 @@ def test_the_audit_reads_what_lmms_eval_wrote_by_its_fast_path(full_run):
     from visdep_metrics.audit.runs import _read_fast
 
     paths = sorted(full_run.rglob("*_samples_*.jsonl"))
-    assert len(paths) == 2 * len(BENCHMARKS)
+    assert len(paths) == 2 * len(TRAFFIC_BENCHMARKS)
     for path in paths:
         columns = _read_fast(path)
         assert len(columns.question_id) == len(read_samples(full_run, path.stem.split("_samples_", 1)[1]))
@@ -102,7 +102,7 @@ def scenario_runs(tmp_path_factory) -> dict[str, tuple[Path, dict, int]]:
 
 def test_blind_tasks_need_no_video(scenario_runs):
     out, _, status = scenario_runs["blind_without_videos"]
-    counts = {b: len(read_samples(out, f"{b}_blind")) for b in BENCHMARKS}
+    counts = {b: len(read_samples(out, f"{b}_blind")) for b in TRAFFIC_BENCHMARKS}
     assert counts == {"mmau": 10, "vru_accident": 48, "trafficqa": 8, "accidentbench": 16}, \
         (out / "cli.log").read_text()[-3000:]
     assert status == 0
@@ -169,7 +169,7 @@ def test_include_path_fallback_and_discovery_hook(tmp_path):
     from lmms_eval.tasks import TaskManager
 
     assert getattr(TaskManager.initialize_tasks, "_visdep_patched", False)
-    names = {f"{b}_{m}" for b in BENCHMARKS for m in ("blind", "video")}
+    names = {f"{b}_{m}" for b in TRAFFIC_BENCHMARKS for m in ("blind", "video")}
     assert names | {"visdep_blind", "visdep_video"} <= set(TaskManager().all_tasks)
     # the documented fallback, without the hook: lmms-eval's own indexing of --include_path
     unpatched = TaskManager.initialize_tasks._visdep_original

@@ -43,12 +43,19 @@ def general_runs(tmp_path_factory, tiny_models):
     bare = write_general_fixtures(root / "bare", videos=False)
     offline = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
     qwen = f"pretrained={tiny_models['qwen2_5_vl']},device=cpu,dtype=float32,max_frames=8"
+    # a subset exported as an audit exports its grounded subset, run like any task
+    from lmms_eval_tasks.export import write_subset_tasks
+
+    subset = root / "subset_tasks"
+    write_subset_tasks(subset, "longvideobench", sorted(expected(full, "longvideobench"))[:3], "grounded")
     runs = {
         "dummy": (["--model", "dummy", "--tasks", "visdep_general"], full),
         "blind_offline_no_videos": (["--model", "dummy", "--tasks", "visdep_general_blind"], bare),
         "video_missing": (["--model", "dummy", "--tasks", "videomme_video"], bare),
         "qwen": (["--model", "visdep_vlm", "--model_args", qwen, "--tasks", "videomme_video,longvideobench_video",
                   "--batch_size", "2"], full),
+        "grounded_export": (["--model", "dummy", "--include_path", str(subset), "--tasks",
+                             "longvideobench_blind_grounded,longvideobench_video_grounded"], full),
     }
     started = {}
     with ThreadPoolExecutor(max_workers=2) as pool:
@@ -148,3 +155,12 @@ def test_the_audit_reports_them_like_the_traffic_benchmarks(general_runs, tmp_pa
     assert all(name in report for name in ("Video-MME", "LongVideoBench", "MLVU"))
     for plot in ("diagnostic_space.png", "sweeps.png"):
         assert (tmp_path / "audit" / plot).stat().st_size > 0
+
+
+def test_an_exported_subset_runs_as_its_own_tasks(general_runs):
+    out, env, status = general_runs["grounded_export"]
+    assert status == 0, (out / "cli.log").read_text()[-3000:]
+    wanted = set(sorted(expected(env, "longvideobench"))[:3])
+    for mode in ("blind", "video"):
+        rows = read_samples(out, f"longvideobench_{mode}_grounded")
+        assert {r["visdep"]["question_id"] for r in rows} == wanted
