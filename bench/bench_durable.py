@@ -25,25 +25,14 @@ from lmms_eval_tasks.fixtures import write_fixtures
 from lmms_eval_tasks.loaders import load_benchmark
 from model_adapters import durable
 from model_adapters.tiny import build_tiny
-
-
-def requests_for(adapter, docs: list[dict], video: bool) -> list:
-    from lmms_eval.api.instance import Instance
-
-    from lmms_eval_tasks import tasks
-
-    to_visual = tasks.doc_to_visual_video if video else tasks.doc_to_visual_blind
-    adapter.task_dict = {"t": {"test": docs}}
-    return [Instance("loglikelihood", (tasks.doc_to_text(doc), choice, to_visual, i, "t", "test"), k,
-                     metadata={"task": "t", "doc_id": i, "repeats": 1})
-            for i, doc in enumerate(docs) for k, choice in enumerate(tasks.doc_to_choice(doc))]
+from visdep_metrics.demo.validate import loglikelihood_requests
 
 
 def timed(adapter, docs: list[dict], video: bool, store_root: Path | None) -> float:
     durable.set_root(store_root)
     try:
         start = time.perf_counter()
-        adapter.loglikelihood(requests_for(adapter, docs, video))
+        adapter.loglikelihood(loglikelihood_requests(adapter, docs, video))
         return time.perf_counter() - start
     finally:
         durable.set_root(None)

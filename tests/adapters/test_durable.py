@@ -164,6 +164,17 @@ def _values(out: Path) -> dict[str, list[float]]:
     return {s["visdep"]["question_id"]: s["visdep"]["option_logprobs"] for s in read_samples(out, "vru_accident_blind")}
 
 
+def assert_resumed_as_uninterrupted(cache: Path, stored: int, whole: Path, out: Path, limit: int) -> None:
+    """Nothing stored before the kill was scored again (every key is in the store once, and the rerun added
+    some), and the resumed run's samples equal the uninterrupted run's within 1e-6."""
+    keys = stored_keys(cache)
+    assert len(keys) == len(set(keys)) > stored, "a stored question was scored again"
+    want, got = _values(whole), _values(out)
+    assert want.keys() == got.keys() and len(got) == limit
+    for qid, logprobs in want.items():
+        np.testing.assert_allclose(got[qid], logprobs, rtol=0, atol=1e-6, err_msg=qid)
+
+
 @pytest.mark.slow
 def test_a_killed_cli_run_resumes_where_it_stopped(tiny_models, real_env, tmp_path):
     """Real VRU-Accident annotations, option scoring, 1,200 questions: killed after 400 are stored, rerun. The
@@ -185,12 +196,7 @@ def test_a_killed_cli_run_resumes_where_it_stopped(tiny_models, real_env, tmp_pa
     assert proc.returncode == 0, log[-3000:]
     [(rank, taken, total)] = REUSE.findall(log)
     assert stored <= int(taken) < int(total) == limit
-    keys = stored_keys(cache)
-    assert len(keys) == len(set(keys)) > stored, "a stored question was scored again"
-    want, got = _values(whole), _values(out)
-    assert want.keys() == got.keys() and len(got) == limit
-    for qid, logprobs in want.items():
-        np.testing.assert_allclose(got[qid], logprobs, rtol=0, atol=1e-6, err_msg=qid)
+    assert_resumed_as_uninterrupted(cache, stored, whole, out, limit)
 
 
 def free_port() -> int:
@@ -224,9 +230,4 @@ def test_two_ranks_killed_resume_each_from_their_part(tiny_models, real_env, tmp
     reused = {int(rank): (int(taken), int(total)) for rank, taken, total in REUSE.findall(log)}
     assert set(reused) == {0, 1} and sum(total for _, total in reused.values()) == limit, log[-3000:]
     assert sum(taken for taken, _ in reused.values()) >= stored
-    keys = stored_keys(cache)
-    assert len(keys) == len(set(keys)) > stored, "a stored question was scored again"
-    want, got = _values(whole), _values(out)
-    assert want.keys() == got.keys() and len(got) == limit
-    for qid, logprobs in want.items():
-        np.testing.assert_allclose(got[qid], logprobs, rtol=0, atol=1e-6, err_msg=qid)
+    assert_resumed_as_uninterrupted(cache, stored, whole, out, limit)

@@ -33,21 +33,23 @@ SHARES = (0.3, 0.7)
 STRENGTHS = (1.0, 0.8, 0.6)
 
 
-def _requests(adapter, docs: list[dict], video: bool) -> list:
+def loglikelihood_requests(adapter, docs: list[dict], video: bool, task: str = "vru_accident") -> list:
+    """lmms-eval's `multiple_choice` requests for `docs` (K per document, the tasks' own prompt and choices),
+    wired to the adapter's task_dict the way lmms-eval's evaluator wires them."""
     from lmms_eval.api.instance import Instance
 
     from lmms_eval_tasks import tasks
 
     to_visual = tasks.doc_to_visual_video if video else tasks.doc_to_visual_blind
-    adapter.task_dict = {"vru_accident": {"test": docs}}
-    return [Instance("loglikelihood", (tasks.doc_to_text(doc), choice, to_visual, i, "vru_accident", "test"), k,
-                     metadata={"task": "vru_accident", "doc_id": i, "repeats": 1})
+    adapter.task_dict = {task: {"test": docs}}
+    return [Instance("loglikelihood", (tasks.doc_to_text(doc), choice, to_visual, i, task, "test"), k,
+                     metadata={"task": task, "doc_id": i, "repeats": 1})
             for i, doc in enumerate(docs) for k, choice in enumerate(tasks.doc_to_choice(doc))]
 
 
 def _option_logprobs(adapter, docs: list[dict], video: bool) -> np.ndarray:
     """(n, K) log-probabilities (every question here has K = 4)."""
-    losses = np.array([loss for loss, _, _ in adapter.loglikelihood(_requests(adapter, docs, video))])
+    losses = np.array([loss for loss, _, _ in adapter.loglikelihood(loglikelihood_requests(adapter, docs, video))])
     return -losses.reshape(len(docs), -1)
 
 
