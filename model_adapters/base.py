@@ -158,9 +158,8 @@ class ScoringAdapter(lmms):
         # One question per distinct (prompt, options, video): blind questions of different documents often
         # read the same, and score the same.
         distinct: dict[tuple, tuple] = {}
-        for key, r in by_key.items():
-            distinct.setdefault((r.context, tuple(sorted(r.continuations)), tuple(map(str, r.visuals))), key)
-        representative = {key: distinct[(r.context, tuple(sorted(r.continuations)), tuple(map(str, r.visuals)))]
+        representative = {key: distinct.setdefault((r.context, tuple(sorted(r.continuations)),
+                                                    tuple(map(str, r.visuals))), key)
                           for key, r in by_key.items()}
         unique = list(distinct.values())
 

@@ -115,7 +115,6 @@ def run_demo(out: Path, max_frames: int = 4, with_smollm2: bool = True, cache_di
             future.result()
     scored = time.time()
 
-    os.environ.update({"VRU_ACCIDENT_ROOT": str(data)})
     text = [names[k] for k in TEXT_LLMS] + ([names["smollm2"]] if "smollm2" in names else [])
     panel = {"text_llms": text, "vlms": [names[k] for k in VLMS], "held_out": [names[k] for k in HELD_OUT],
              "tau": TAU}

@@ -42,7 +42,7 @@ def _key(kind: str, steps: int, config: PlantedConfig, max_frames: int) -> str:
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def _examples(kind: str, processor, config: PlantedConfig, max_frames: int, vlm: bool):
+def _examples(processor, config: PlantedConfig, max_frames: int, vlm: bool):
     """Endless (prompt text, continuation, frames or None, VideoMetadata or None) in the adapters' own format."""
     from transformers.video_utils import VideoMetadata
 
@@ -124,7 +124,7 @@ def train_checkpoint(kind: str, out_dir: Path, config: PlantedConfig, steps: int
             tokenizer.pad_token = tokenizer.eos_token
         special = not vlm and not tokenizer.chat_template
         optimizer = torch.optim.AdamW(model.parameters(), lr=LEARNING_RATE)
-        stream = _examples(kind, processor, config, max_frames, vlm)
+        stream = _examples(processor, config, max_frames, vlm)
         pending = {True: [], False: []}
         model.train()
         done = 0
