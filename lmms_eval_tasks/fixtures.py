@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
+from lmms_eval_tasks.layouts import VruQuestion, write_frame_folder, write_mp4, write_vru_accident
 from lmms_eval_tasks.loaders import VRU_SOURCES, cap_group
 
 CAUSES = ["pedestrian runs the red light.", "the car driver is in distracted driving.", "the car is out of control.",
@@ -53,29 +54,6 @@ def _frames(seed: int, n: int = 8, size: int = 64) -> np.ndarray:
         x = (t * step) % (size - 8)
         out[t, :, x:x + 8] = colour
     return out
-
-
-def write_mp4(path: Path, frames: np.ndarray, fps: int = 8) -> None:
-    import av
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with av.open(str(path), mode="w") as container:
-        stream = container.add_stream("mpeg4", rate=fps)
-        stream.width, stream.height = frames.shape[2], frames.shape[1]
-        stream.pix_fmt = "yuv420p"
-        for frame in frames:
-            for packet in stream.encode(av.VideoFrame.from_ndarray(frame, format="rgb24")):
-                container.mux(packet)
-        for packet in stream.encode():
-            container.mux(packet)
-
-
-def write_frame_folder(folder: Path, frames: np.ndarray, suffix: str, digits: int) -> None:
-    from PIL import Image
-
-    folder.mkdir(parents=True, exist_ok=True)
-    for t, frame in enumerate(frames, start=1):
-        Image.fromarray(frame).save(folder / f"{t:0{digits}d}{suffix}")
 
 
 def write_mmau(root: Path, n_cap: int = 6, n_dada: int = 4, videos: bool = True) -> None:
@@ -127,28 +105,22 @@ def _vru_options(options: list[str], style: int) -> str:
     return ", ".join(parts)
 
 
-def write_vru_accident(root: Path, videos_per_source: int = 2, videos: bool = True) -> None:
-    """`MetaData/<SRC>/<SRC>_VQA_annotation.json`, six questions per video, GT a letter."""
-    n = 0
+def write_vru_fixture(root: Path, videos_per_source: int = 2, videos: bool = True) -> None:
+    """VRU-Accident's layout, six questions per video, GT a letter, with the official strings' broken spacings."""
+    questions, clips, n = [], {}, 0
     for s, src in enumerate(VRU_SOURCES):
-        data = {}
         for v in range(1, videos_per_source + 1):
-            key = f"./VRU_videos/{src}/VRU_{v}.mp4"
-            entry = {}
             for c, (category, (question, pool)) in enumerate(VRU_QUESTIONS.items()):
                 shift = (n + c) % 4
                 opts = pool[shift:] + pool[:shift]
                 if category == "accident reason" and v == 2 and s == 0:
                     opts[3] = opts[1]  # two identical option texts, as in CAP_DATA VRU_2
-                entry[category] = {"question": question + VRU_SUFFIX, "options": _vru_options(opts, (n + c) % 3),
-                                   "GT": "ABCD"[(n + c) % 4]}
-            data[key] = entry
+                questions.append(VruQuestion(src, f"VRU_{v}", category, question + VRU_SUFFIX, opts, (n + c) % 4,
+                                             options_text=_vru_options(opts, (n + c) % 3)))
             if videos:
-                write_mp4(root / key[2:], _frames(300 + n))
+                clips[questions[-1].video_path] = _frames(300 + n)
             n += 1
-        path = root / "MetaData" / src / f"{src}_VQA_annotation.json"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(data, indent=1))
+    write_vru_accident(root, questions, clips)
 
 
 def write_trafficqa(root: Path, n_questions: int = 8, videos: bool = True) -> None:
@@ -210,7 +182,7 @@ def write_fixtures(root: str | Path, videos: bool = True, scale: int = 1) -> dic
     env = {"MMAU_ROOT": root / "mm_au", "VRU_ACCIDENT_ROOT": root / "vru_accident",
            "TRAFFICQA_ROOT": root / "trafficqa", "ACCIDENTBENCH_ROOT": root / "accidentbench"}
     write_mmau(env["MMAU_ROOT"], n_cap=6 * scale, n_dada=4 * scale, videos=videos)
-    write_vru_accident(env["VRU_ACCIDENT_ROOT"], videos_per_source=2 * scale, videos=videos)
+    write_vru_fixture(env["VRU_ACCIDENT_ROOT"], videos_per_source=2 * scale, videos=videos)
     write_trafficqa(env["TRAFFICQA_ROOT"], n_questions=8 * scale, videos=videos)
     write_accidentbench(env["ACCIDENTBENCH_ROOT"], per_file=2 * scale, videos=videos)
     return {k: str(v) for k, v in env.items()}

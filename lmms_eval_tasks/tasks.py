@@ -16,6 +16,7 @@ model returns), from which p_k = softmax(option_logprobs).
 from __future__ import annotations
 
 import ast
+import hashlib
 import math
 import os
 import re
@@ -56,6 +57,13 @@ def scoring_mode() -> str:
 
 def doc_to_text(doc: dict) -> str:
     return build_prompt(doc["question"], doc["options"])
+
+
+def prompt_id(doc: dict) -> str:
+    """The identity of a question's blind prompt (question and lettered options as presented): the first 16 hex
+    digits of its sha256. Questions about different videos that read the same share it, and a model's blind answer
+    to them is one answer: the audit resamples prompts as well as videos."""
+    return hashlib.sha256(doc_to_text(doc).encode("utf-8")).hexdigest()[:16]
 
 
 def doc_to_choice(doc: dict) -> list[str]:
@@ -325,6 +333,7 @@ def _process_results(doc: dict, results: list, mode: str) -> dict:
             "category": doc["category"] or None,
             "source": doc["source"],
             "video": doc["video"],
+            "prompt_id": prompt_id(doc),
             "n_options": k,
             "answer_index": int(doc["answer_index"]),
             "option_logprobs": logprobs,

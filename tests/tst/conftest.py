@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from lmms_eval_tasks.fixtures import VRU_SUFFIX
+from lmms_eval_tasks.layouts import VruQuestion, write_vru_accident
 from lmms_eval_tasks.loaders import VRU_CATEGORIES, VRU_SOURCES, load_benchmark
 
 # Shortcut questions: the answer comes from a small pool of labels that never appear as distractors,
@@ -27,11 +28,9 @@ def write_shortcut_vru(root: Path, videos_per_source: int, shortcut_fraction: fl
     options from the shared NEUTRAL pool. Returns `root`; the shortcut questions' ids are listed in
     root/shortcut_ids.json."""
     rng = np.random.default_rng(seed)
-    shortcut_ids = []
+    shortcut_ids, questions = [], []
     for src in VRU_SOURCES:
-        data = {}
         for v in range(1, videos_per_source + 1):
-            entry = {}
             for category in VRU_CATEGORIES:
                 answer = int(rng.integers(4))
                 made_up = [" ".join(rng.choice(VOCAB, 3)) + f" {int(rng.integers(10**6))}" for _ in range(4)]
@@ -43,13 +42,9 @@ def write_shortcut_vru(root: Path, videos_per_source: int, shortcut_fraction: fl
                     options = made_up
                 else:
                     options = [str(o) for o in rng.choice(NEUTRAL, 4, replace=False)]
-                entry[category] = {"question": f"Question about {category}?" + VRU_SUFFIX,
-                                   "options": ", ".join(f"{ch}. {o}" for ch, o in zip("ABCD", options, strict=True)),
-                                   "GT": "ABCD"[answer]}
-            data[f"./VRU_videos/{src}/VRU_{v}.mp4"] = entry
-        path = root / "MetaData" / src / f"{src}_VQA_annotation.json"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(data, indent=1))
+                questions.append(VruQuestion(src, f"VRU_{v}", category, f"Question about {category}?" + VRU_SUFFIX,
+                                             options, answer))
+    write_vru_accident(root, questions)
     (root / "shortcut_ids.json").write_text(json.dumps(shortcut_ids))
     return root
 

@@ -137,27 +137,21 @@ def training_examples(config: PlantedConfig, seed_offset: int = 1):
 def write_planted(root: str | Path, config: PlantedConfig) -> dict[str, str]:
     """The test split as the official VRU-Accident download under `root` (one source folder per
     `VRU_SOURCES`, clips spread over them) and `root/planted.csv`; returns {"VRU_ACCIDENT_ROOT": root}."""
-    from lmms_eval_tasks.fixtures import write_mp4
+    from lmms_eval_tasks.layouts import VruQuestion, write_vru_accident
 
     root = Path(root)
-    annotations = {src: {} for src in VRU_SOURCES}
-    truth = []
-    for v, frames, questions in _clips(config, seed_offset=0):
+    questions, clips, truth = [], {}, []
+    for v, frames, generated in _clips(config, seed_offset=0):
         src = VRU_SOURCES[v % len(VRU_SOURCES)]
         name = f"VRU_{v // len(VRU_SOURCES) + 1}"
-        write_mp4(root / "VRU_videos" / src / f"{name}.mp4", frames, fps=FPS)
-        entry = {}
-        for category, (q, options, answer, planted) in zip(CATEGORIES, questions, strict=True):
-            entry[category] = {"question": q, "options": ", ".join(f"{'ABCD'[k]}. {o}" for k, o in enumerate(options)),
-                               "GT": "ABCD"[answer]}
-            truth.append({"question_id": f"{src}/{name}/{category}", "video": f"VRU_videos/{src}/{name}.mp4",
+        for category, (q, options, answer, planted) in zip(CATEGORIES, generated, strict=True):
+            question = VruQuestion(src, name, category, q, options, answer)
+            questions.append(question)
+            truth.append({"question_id": question.question_id, "video": question.video_path,
                           "category": category, "planted_type": planted, "text_solvable": planted in TEXT_SOLVABLE,
                           "video_decides": planted in VIDEO_DECIDES})
-        annotations[src][f"./VRU_videos/{src}/{name}.mp4"] = entry
-    for src, data in annotations.items():
-        path = root / "MetaData" / src / f"{src}_VQA_annotation.json"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(data, indent=1))
+        clips[questions[-1].video_path] = frames
+    write_vru_accident(root, questions, clips, fps=FPS)
     with open(root / "planted.csv", "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=list(truth[0]))
         writer.writeheader()
