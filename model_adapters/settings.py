@@ -1,0 +1,60 @@
+"""The model arguments of `visdep_vlm` and `visdep_llm` that change a score, their defaults and their canonical text.
+
+One definition for the adapters (which take the arguments) and for the audit (which tells runs apart by them), so
+that a run with default arguments and one that writes a default out (`max_frames=16`, `dtype=auto`) are one model.
+It imports nothing heavy: the audit reads it without torch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+DEFAULT_MAX_FRAMES = 16
+# MM-AU's frame folders carry no frame rate: 30 fps, the rate the dataset authors' own code uses for them
+# (model_adapters.frames explains where it comes from).
+DEFAULT_FRAME_FOLDER_FPS = 30.0
+DEFAULT_DTYPE = "auto"
+
+# Score-changing arguments each adapter fills in when they are not given.
+ADAPTER_DEFAULTS: dict[str, dict[str, object]] = {
+    "visdep_vlm": {"dtype": DEFAULT_DTYPE, "max_frames": DEFAULT_MAX_FRAMES,
+                   "frame_folder_fps": DEFAULT_FRAME_FOLDER_FPS},
+    "visdep_llm": {"dtype": DEFAULT_DTYPE},
+}
+
+# model_args that decide where and how fast a model runs or how its files are fetched, not what it scores
+# (attention kernels and devices change float rounding only). Runs that differ only in these are one model;
+# every other model_arg (max_frames, frame_folder_fps, dtype, revision, subfolder, variant, gguf_file, ...,
+# and any argument not listed here) tells runs apart.
+NOT_SCORE_CHANGING = frozenset({
+    "device", "device_map", "batch_size", "max_batch_size", "attn_implementation", "cache_dir",
+    "local_files_only", "token", "low_cpu_mem_usage", "offload_folder", "trust_remote_code", "use_safetensors",
+})
+
+_INTEGER = frozenset({"max_frames"})
+_REAL = frozenset({"frame_folder_fps"})
+
+
+def canonical_value(name: str, value: object) -> str:
+    """An argument's value as one text whatever way it was written: 16, "16" and "16.0" -> "16" for max_frames;
+    30, "30.0" -> "30" for frame_folder_fps (the shortest form of the number); anything else as str(), stripped."""
+    text = str(value).strip()
+    try:
+        if name in _INTEGER:
+            number = float(text)
+            return str(int(number)) if number == int(number) else text
+        if name in _REAL:
+            return format(float(text), "g")
+    except ValueError:
+        return text
+    return text.lower() if name == "dtype" else text
+
+
+def score_settings(adapter: str, model_args: Mapping[str, object]) -> dict[str, str]:
+    """The score-changing settings of a run besides its checkpoint, defaults filled in, values canonical:
+    every model_arg but `pretrained` and NOT_SCORE_CHANGING, plus the adapter's defaults for those not given.
+    An adapter visdep does not know gets no defaults (its arguments are taken as written)."""
+    settings = {name: canonical_value(name, value) for name, value in ADAPTER_DEFAULTS.get(adapter, {}).items()}
+    settings |= {name: canonical_value(name, value) for name, value in model_args.items()
+                 if name != "pretrained" and name not in NOT_SCORE_CHANGING}
+    return dict(sorted(settings.items()))
