@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 import tempfile
 import time
 import zlib
@@ -35,13 +36,15 @@ import numpy as np
 import torch
 from loguru import logger
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the naive reference lives in tests/helpers
+
 from lmms_eval_tasks import tasks
-from lmms_eval_tasks.fixtures import write_fixtures
 from lmms_eval_tasks.loaders import load_benchmark
 from model_adapters.frames import FrameSource, read_frames
-from model_adapters.reference import naive_option_scores
-from model_adapters.tiny import build_tiny
 from model_adapters.vlm import VisdepVLM
+from tests.helpers.naive import naive_option_scores
+from visdep_metrics.demo.fixtures import write_fixtures
+from visdep_metrics.demo.tiny import build_tiny
 
 
 def requests_for(model, docs: list[dict], to_visual=tasks.doc_to_visual_video) -> list:
@@ -63,7 +66,7 @@ FRAMES_PER_VIDEO = 32
 
 def write_videos(docs: list[dict]) -> None:
     """Give every question's video FRAMES_PER_VIDEO frames (the fixtures' are shorter than 16)."""
-    from lmms_eval_tasks.fixtures import write_frame_folder, write_mp4
+    from visdep_metrics.demo.fixtures import write_frame_folder, write_mp4
 
     for doc in docs:
         path = tasks.resolve_video(doc["benchmark"], doc["video"])

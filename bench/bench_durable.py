@@ -21,10 +21,10 @@ from pathlib import Path
 
 import torch
 
-from lmms_eval_tasks.fixtures import write_fixtures
 from lmms_eval_tasks.loaders import load_benchmark
 from model_adapters import durable
-from model_adapters.tiny import build_tiny
+from visdep_metrics.demo.fixtures import write_fixtures
+from visdep_metrics.demo.tiny import build_tiny
 from visdep_metrics.demo.validate import loglikelihood_requests
 
 

@@ -26,7 +26,7 @@ SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "benchmarks"
 def sources(scale: int) -> dict[str, Path]:
     if SHARED.is_dir():
         return {"mmau": SHARED / "mm_au", "vru_accident": SHARED / "vru_accident"}
-    from lmms_eval_tasks.fixtures import write_fixtures
+    from visdep_metrics.demo.fixtures import write_fixtures
 
     env = write_fixtures(tempfile.mkdtemp(prefix="bench_tst_"), videos=False, scale=scale)
     return {"mmau": Path(env["MMAU_ROOT"]), "vru_accident": Path(env["VRU_ACCIDENT_ROOT"])}

@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from tests.conftest import lmms_eval_env
+from tests.helpers.lmms_cli import lmms_eval_env
 
 pytestmark = pytest.mark.slow
 TAU = 0.1

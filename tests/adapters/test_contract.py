@@ -12,7 +12,7 @@ import torch
 from lmms_eval_tasks.loaders import load_benchmark
 from model_adapters.frames import VideoReadError
 from model_adapters.scoring import OutOfMemory, ScoringError
-from tests.adapters.conftest import make_adapter, requests_for
+from tests.helpers.adapters import make_adapter, requests_for
 
 
 def test_entry_point_registers_both_models():

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -18,8 +17,8 @@ import pytest
 
 from lmms_eval_tasks.loaders import load_benchmark
 from model_adapters import durable
-from tests.adapters.conftest import make_adapter, requests_for
-from tests.conftest import lmms_eval_env, read_samples, run_lmms_eval
+from tests.helpers.adapters import count_forwards, make_adapter, requests_for
+from tests.helpers.lmms_cli import free_port, lmms_eval_env, read_samples, run_lmms_eval
 
 
 @pytest.fixture
@@ -44,11 +43,6 @@ def stored_keys(root: Path) -> list[str]:
                 continue
     return keys
 
-
-def count_forwards(model) -> list[int]:
-    calls = [0]
-    model.register_forward_hook(lambda *_: calls.__setitem__(0, calls[0] + 1))
-    return calls
 
 
 def test_a_rerun_takes_every_question_from_the_store(tiny_models, benchmark_env, store_root, monkeypatch):
@@ -198,11 +192,6 @@ def test_a_killed_cli_run_resumes_where_it_stopped(tiny_models, real_env, tmp_pa
     assert stored <= int(taken) < int(total) == limit
     assert_resumed_as_uninterrupted(cache, stored, whole, out, limit)
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.mark.slow

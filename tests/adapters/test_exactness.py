@@ -1,6 +1,6 @@
 """The adapters' scoring core against the naive procedure: one full forward per option, no cache, no batching.
 
-The naive procedure (`model_adapters/reference.py`) builds its inputs with the adapters' own code, so
+The naive procedure (`tests/helpers/naive.py`) builds its inputs with the adapters' own code, so
 this file checks the key/value cache, the shared prefix and the batching, not what the model is shown;
 `test_fidelity.py` checks that against references sharing no code with the adapters.
 
@@ -19,9 +19,9 @@ import pytest
 from lmms_eval_tasks import tasks
 from lmms_eval_tasks.loaders import load_benchmark
 from model_adapters.frames import read_frames
-from model_adapters.reference import naive_option_scores, reference_inputs, reference_prompt
-from model_adapters.tiny import LLM_KINDS, VLM_KINDS
-from tests.adapters.conftest import make_adapter, requests_for
+from tests.helpers.adapters import count_forwards, make_adapter, requests_for
+from tests.helpers.naive import naive_option_scores, reference_inputs, reference_prompt
+from visdep_metrics.demo.tiny import LLM_KINDS, VLM_KINDS
 
 TOLERANCE = 1e-4
 MAX_FRAMES = 8
@@ -85,11 +85,6 @@ def test_unbatched_equals_batched(adapter_of, benchmark_env, monkeypatch):
     # float32 sums of ~150 nats: rounding differs by batch shape at the 1e-7 relative level
     np.testing.assert_allclose([s[0] for s in single], [b[0] for b in batched], rtol=2e-7, atol=1e-5)
 
-
-def count_forwards(model) -> list[int]:
-    calls = [0]
-    model.register_forward_hook(lambda *_: calls.__setitem__(0, calls[0] + 1))
-    return calls
 
 
 def test_shared_prefix_and_one_decode_per_video(tiny_models, benchmark_env):

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import re
-import socket
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -25,9 +24,9 @@ import torch
 import yaml
 from PIL import Image
 
-from model_adapters.tiny import LLM_KINDS, VLM_KINDS
 from tests.adapters import independent_reference as ref
-from tests.conftest import lmms_eval_env, run_lmms_eval
+from tests.helpers.lmms_cli import free_port, lmms_eval_env, run_lmms_eval
+from visdep_metrics.demo.tiny import LLM_KINDS, VLM_KINDS
 
 TOLERANCE = 1e-4
 MAX_FRAMES = 16
@@ -243,7 +242,7 @@ def test_qwen2_5_vl_sees_the_clip_timing(tiny_models, fidelity_data, loaded, mon
     """16 frames of a 40-frame clip at 4 fps (10 s) sample 1.6 frames per second: temporal_patch_size 2 /
     1.6 = 1.25 s per temporal patch reaches the model (transformers' default, 24 fps, would give 2/24).
     The reference that gets the clip's timing agrees with the adapter; one without it does not."""
-    from tests.adapters.conftest import make_adapter, requests_for
+    from tests.helpers.adapters import make_adapter, requests_for
 
     docs = _vru_docs(fidelity_data, monkeypatch, "CAP_DATA/VRU_1.mp4")
     adapter = make_adapter("qwen2_5_vl", tiny_models["qwen2_5_vl"], max_frames=MAX_FRAMES)
@@ -272,7 +271,7 @@ def test_qwen2_5_vl_sees_the_clip_timing(tiny_models, fidelity_data, loaded, mon
 def test_base_llm_without_the_answer_cue_would_be_seen(tiny_models, fidelity_data, loaded, monkeypatch):
     """The reference's answer cue matters to the comparison: scoring "A" glued to "...directly." (what
     the adapter did before) differs from the adapter's values by far more than the tolerance."""
-    from tests.adapters.conftest import make_adapter, requests_for
+    from tests.helpers.adapters import make_adapter, requests_for
 
     docs = _vru_docs(fidelity_data, monkeypatch, "CAP_DATA/VRU_1.mp4")[:1]
     for kind in ("qwen2_base", "mistral_base"):
@@ -306,11 +305,6 @@ def test_cli_decodes_each_video_once(cli_samples):
     for scoring, log in cli_samples["logs"].items():
         assert DECODES.findall(log) == [("0", "19", "5", "5")] * len(VLM_KINDS), scoring
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.mark.slow

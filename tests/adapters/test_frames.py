@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from lmms_eval_tasks.fixtures import write_mp4
 from model_adapters.frames import FrameSource, VideoReadError, read_frames, sample_indices
+from visdep_metrics.demo.fixtures import write_mp4
 
 
 def coloured_frames(n: int, size: int = 32) -> np.ndarray:

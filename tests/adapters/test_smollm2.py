@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from lmms_eval_tasks.loaders import load_benchmark
-from tests.conftest import lmms_eval_env, read_results, read_samples, run_lmms_eval
+from tests.helpers.lmms_cli import lmms_eval_env, read_results, read_samples, run_lmms_eval
 from visdep_metrics.demo.pipeline import smollm2_gguf
 
 pytestmark = pytest.mark.slow

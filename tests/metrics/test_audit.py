@@ -7,8 +7,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tests.metrics.conftest import records_from_correct, visdep_record, write_run
-from tests.metrics.test_diagnostics import ANSWER, L1, L2, V1_BLIND, V1_VIDEO, h_norm
+from tests.helpers.hand_example import ANSWER, L1, L2, V1_BLIND, V1_VIDEO, h_norm
+from tests.helpers.runs import records_from_correct, visdep_record, write_run
 from visdep_metrics.audit import report as report_module
 from visdep_metrics.audit.compute import run_audit
 from visdep_metrics.audit.nonvisual import StressTestError

@@ -12,7 +12,7 @@ import math
 import numpy as np
 import pytest
 
-from tests.metrics.conftest import records_from_correct, write_run
+from tests.helpers.runs import records_from_correct, write_run
 from visdep_metrics.audit.compute import run_audit
 
 N_VIDEOS, PER_VIDEO = 200, 6

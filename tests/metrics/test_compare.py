@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 import scipy.stats
 
-from tests.metrics.conftest import records_from_correct, write_run
+from tests.helpers.runs import records_from_correct, write_run
 from visdep_metrics.cli.main import main
 
 K = [5] * 8

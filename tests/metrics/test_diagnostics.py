@@ -1,12 +1,12 @@
 """Pure diagnostics: hand-computed T, V, S, entropies, chance, BG/VG and the bootstrap against plain scipy."""
 
 import itertools
-import math
 
 import numpy as np
 import pytest
 import scipy.stats
 
+from tests.helpers.hand_example import ANSWER, L1, L2, V1_BLIND, V1_VIDEO, K, h_norm
 from visdep_metrics.audit.diagnostics import (
     answer_probability,
     blind_gap,
@@ -25,15 +25,6 @@ from visdep_metrics.audit.diagnostics import (
     visual_necessity,
 )
 
-# A three-model toy panel on three questions with K = 2, 4, 3 (answers 0, 2, 1):
-# text-only LLMs L1, L2 (blind) and one VLM V1 (blind and video). Probabilities per model and question.
-K = np.array([2, 4, 3])
-ANSWER = np.array([0, 2, 1])
-L1 = [(0.8, 0.2), (0.1, 0.1, 0.7, 0.1), (0.2, 0.5, 0.3)]  # correct on all three
-L2 = [(0.3, 0.7), (0.25, 0.25, 0.25, 0.25), (0.1, 0.8, 0.1)]  # wrong, wrong (tie -> first option), correct
-V1_BLIND = [(0.6, 0.4), (0.2, 0.1, 0.5, 0.2), (0.05, 0.9, 0.05)]
-V1_VIDEO = [(0.9, 0.1), (0.1, 0.2, 0.5, 0.2), (0.4, 0.3, 0.3)]
-
 
 def padded_logprobs(rows, shift=-3.0):
     """log p, shifted by a constant (softmax must not care), padded with NaN to K_max = 4."""
@@ -41,10 +32,6 @@ def padded_logprobs(rows, shift=-3.0):
     for i, p in enumerate(rows):
         out[i, : len(p)] = np.log(p) + shift
     return out
-
-
-def h_norm(p):
-    return -sum(x * math.log(x) for x in p) / math.log(len(p))
 
 
 def test_probabilities_entropy_prediction_of_padded_rows():

@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tests.conftest import lmms_eval_env, read_results, read_samples, run_lmms_eval
+from tests.helpers.lmms_cli import lmms_eval_env, read_results, read_samples, run_lmms_eval
 
 TASKS = ["mmau_blind", "mmau_video", "vru_accident_blind", "vru_accident_video"]
 LLMS = ["org/text-llm-a", "org/text-llm-b"]

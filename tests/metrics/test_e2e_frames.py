@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tests.conftest import lmms_eval_env, read_samples, run_lmms_eval
+from tests.helpers.lmms_cli import lmms_eval_env, read_samples, run_lmms_eval
 
 pytestmark = pytest.mark.slow
 LIMIT = 18  # the first three VRU-Accident videos, six questions each
@@ -28,7 +28,7 @@ def accuracy_by_question(out, task) -> dict[str, float]:
 
 @pytest.fixture(scope="module")
 def tree(fixture_env, tmp_path_factory):
-    from model_adapters.tiny import build_tiny
+    from visdep_metrics.demo.tiny import build_tiny
 
     root = tmp_path_factory.mktemp("frame_budgets")
     qwen = build_tiny("qwen2_5_vl", root / "models" / "tiny_qwen")

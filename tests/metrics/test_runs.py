@@ -5,7 +5,7 @@ import json
 import numpy as np
 import pytest
 
-from tests.metrics.conftest import records_from_correct, visdep_record, write_run
+from tests.helpers.runs import records_from_correct, visdep_record, write_run
 from visdep_metrics.audit.runs import RunDataError, load_runs, model_identity
 from visdep_metrics.cli.main import main
 

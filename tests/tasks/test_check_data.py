@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from lmms_eval_tasks.cli import count_warnings
-from tests.conftest import BENCHMARK_ENV_VARS
+from tests.helpers.lmms_cli import BENCHMARK_ENV_VARS
+from visdep_metrics.cli.data import count_warnings
 from visdep_metrics.cli.main import main
 
 

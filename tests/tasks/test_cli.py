@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from lmms_eval_tasks.fixtures import write_fixtures
 from lmms_eval_tasks.loaders import TRAFFIC_BENCHMARKS, load_benchmark
-from tests.conftest import lmms_eval_env, read_results, read_samples, run_lmms_eval
+from tests.helpers.lmms_cli import lmms_eval_env, read_results, read_samples, run_lmms_eval
+from visdep_metrics.demo.fixtures import write_fixtures
 
 pytestmark = pytest.mark.slow
 ENV_NAMES = {"mmau": "MMAU_ROOT", "vru_accident": "VRU_ACCIDENT_ROOT", "trafficqa": "TRAFFICQA_ROOT",

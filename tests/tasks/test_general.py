@@ -14,8 +14,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from lmms_eval_tasks.fixtures import write_general_fixtures
-from tests.conftest import lmms_eval_env, read_results, read_samples, run_lmms_eval
+from tests.helpers.lmms_cli import lmms_eval_env, read_results, read_samples, run_lmms_eval
+from visdep_metrics.demo.fixtures import write_general_fixtures
 
 pytestmark = pytest.mark.slow
 GENERAL = ("videomme", "longvideobench", "mlvu")

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from lmms_eval_tasks.fixtures import write_fixtures
 from lmms_eval_tasks.loaders import BenchmarkDataError, load_benchmark
+from visdep_metrics.demo.fixtures import write_fixtures
 
 
 @pytest.fixture()

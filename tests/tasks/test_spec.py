@@ -25,17 +25,6 @@ REPO = Path(__file__).resolve().parents[2]
 EXAMPLE_SPECS = REPO / "configs" / "specs"
 
 
-@pytest.fixture(autouse=True)
-def isolated_registry():
-    """Specs registered by a test leave BENCHMARKS as they were."""
-    saved = dict(BENCHMARKS)
-    saved_specs = dict(spec_module._REGISTERED)
-    yield
-    for registry, before in ((BENCHMARKS, saved), (spec_module._REGISTERED, saved_specs)):
-        registry.clear()
-        registry.update(before)
-
-
 # --------------------------------------------------------------------------- the official files
 def _fields(records: list[dict]) -> list[tuple]:
     return [(r["question_id"], r["question"], r["options"], r["answer_index"], r["category"], r["source"])
@@ -63,8 +52,8 @@ def test_vru_accident_spec_gives_the_built_in_questions(shared_benchmarks):
 
 def test_mmau_cap_spec_finds_the_frame_folders_the_built_in_finds(tmp_path, monkeypatch):
     """'*' in the video template stands for the group folder (1-10, 11, ...) the record does not name."""
-    from lmms_eval_tasks.fixtures import write_mmau
     from lmms_eval_tasks.tasks import resolve_video
+    from visdep_metrics.demo.fixtures import write_mmau
 
     write_mmau(tmp_path, n_cap=4, n_dada=1)
     name = register_spec(EXAMPLE_SPECS / "mmau_cap.yaml").name
@@ -269,7 +258,7 @@ def test_lettered_options_with_another_number_of_markers(tmp_path):
 
 
 def test_a_video_template_that_points_nowhere(tmp_path):
-    from lmms_eval_tasks.fixtures import _frames, write_mp4
+    from visdep_metrics.demo.fixtures import _frames, write_mp4
 
     for clip in ("c1", "c2"):
         write_mp4(tmp_path / "clips" / f"{clip}.mp4", _frames(1, n=2))
@@ -356,7 +345,7 @@ def test_init_writes_tasks_that_name_the_spec_and_export_follows(tmp_path, monke
 
 
 def test_check_data_and_tst_take_a_spec(tmp_path, capsys):
-    from lmms_eval_tasks.fixtures import _frames, write_mp4
+    from visdep_metrics.demo.fixtures import _frames, write_mp4
 
     rows = [{"id": f"{v}-{k}", "question": f"Question {k}?", "A": f"a{v}", "B": f"b{k}", "C": "c",
              "answer": "ABC"[(v + k) % 3], "type": "t", "clip": f"v{v}"} for v in range(5) for k in range(2)]

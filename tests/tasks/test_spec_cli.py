@@ -11,11 +11,10 @@ import json
 import pandas as pd
 import pytest
 
-from lmms_eval_tasks.fixtures import _frames, write_mp4
 from lmms_eval_tasks.spec import read_spec, task_name_clashes
-from tests.conftest import lmms_eval_env, read_results, read_samples, run_lmms_eval
-from tests.tasks.test_spec import isolated_registry  # noqa: F401  (autouse: BENCHMARKS restored after each test)
+from tests.helpers.lmms_cli import lmms_eval_env, read_results, read_samples, run_lmms_eval
 from visdep_metrics.cli.main import main
+from visdep_metrics.demo.fixtures import _frames, write_mp4
 
 pytestmark = pytest.mark.slow
 COLOURS = ["red", "green", "blue", "yellow"]

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from lmms_eval_tasks.loaders import load_benchmark
-from tests.tst.conftest import write_shortcut_vru
+from tests.helpers.shortcut_vru import write_shortcut_vru
 from visdep_metrics.cli.main import main
 from visdep_metrics.tst.stress_test import S_X_COLUMNS, question_order_sha256
 
@@ -22,7 +22,7 @@ TRAIN = {"folds": 2, "batch_size": 12, "learning_rate": 3e-3, "lora_r": 8, "lora
 
 @pytest.fixture(scope="module")
 def tiny_qwen2(tmp_path_factory):
-    from model_adapters.tiny import build_tiny
+    from visdep_metrics.demo.tiny import build_tiny
 
     return build_tiny("qwen2", tmp_path_factory.mktemp("tiny_qwen2") / "qwen2")
 

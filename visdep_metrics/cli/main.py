@@ -16,7 +16,7 @@ COMMAND_MODULES = [
     "visdep_metrics.cli.demo",
     "visdep_metrics.cli.tst",
     "visdep_metrics.cli.spec",
-    "lmms_eval_tasks.cli",
+    "visdep_metrics.cli.data",
 ]
 
 

@@ -64,8 +64,8 @@ def _run(cmd: list[str], env: dict[str, str], log: Path, what: str) -> None:
 
 def run_demo(out: Path, max_frames: int = 4, with_smollm2: bool = True, cache_dir: Path | None = None,
              config: PlantedConfig | None = None) -> int:
-    from model_adapters.tiny import VLM_KINDS
     from visdep_metrics.cli.main import main as visdep_main
+    from visdep_metrics.demo.tiny import VLM_KINDS
     from visdep_metrics.demo.training import train_panel
 
     started = time.time()

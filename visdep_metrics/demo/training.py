@@ -1,6 +1,6 @@
 """A panel that learns: tiny checkpoints trained on CPU on the planted generator's training split.
 
-Each model starts as a tiny random checkpoint (`model_adapters.tiny`, transformers' own initialisation) and is
+Each model starts as a tiny random checkpoint (`visdep_metrics.demo.tiny`, transformers' own initialisation) and is
 trained with AdamW on the same inputs the adapters score: the task's prompt in the model's chat template (VLMs:
 the clip's frames sampled and timed as `visdep_vlm` samples them, in three of four examples; the rest blind),
 and the loss on the tokens of the correct option's text as scored after that prompt (option scoring). So the
@@ -99,11 +99,11 @@ def _batch(processor, tokenizer, examples: list, special: bool):
 
 
 def train_checkpoint(kind: str, out_dir: Path, config: PlantedConfig, steps: int, max_frames: int) -> Path:
-    """Train a tiny checkpoint of `kind` (a `model_adapters.tiny` kind) for `steps` batches; its folder."""
+    """Train a tiny checkpoint of `kind` (a `visdep_metrics.demo.tiny` kind) for `steps` batches; its folder."""
     import torch
     from transformers import AutoModelForCausalLM, AutoModelForImageTextToText, AutoProcessor, AutoTokenizer
 
-    from model_adapters.tiny import VLM_KINDS, build_tiny
+    from visdep_metrics.demo.tiny import VLM_KINDS, build_tiny
 
     vlm = kind in VLM_KINDS
     start = time.perf_counter()
@@ -166,7 +166,7 @@ def train_panel(kinds: tuple[str, ...], cache_dir: Path, config: PlantedConfig, 
     """{kind: trained checkpoint}, training the missing ones two at a time (forked, one thread each) on Linux."""
     from concurrent.futures import ProcessPoolExecutor
 
-    from model_adapters.tiny import VLM_KINDS
+    from visdep_metrics.demo.tiny import VLM_KINDS
     from visdep_metrics.parallel import fork_context, usable_cores
 
     steps = {kind: vlm_steps if kind in VLM_KINDS else llm_steps for kind in kinds}

@@ -35,7 +35,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _fixtures(args) -> int:
-    from lmms_eval_tasks.fixtures import write_fixtures
+    from visdep_metrics.demo.fixtures import write_fixtures
 
     env = write_fixtures(args.out, videos=not args.no_videos, scale=args.scale)
     for key, value in env.items():

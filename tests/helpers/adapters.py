@@ -1,0 +1,42 @@
+"""In-process visdep adapters on tiny checkpoints, lmms-eval requests for them, and a forward counter."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from visdep_metrics.demo.tiny import LLM_KINDS
+
+
+def make_adapter(kind: str, path: Path, **kwargs):
+    """A visdep adapter on the CPU (in float32 unless `dtype` says otherwise), as lmms-eval would build it from
+    --model_args."""
+    from model_adapters.llm import VisdepLLM
+    from model_adapters.vlm import VisdepVLM
+
+    cls = VisdepLLM if kind in LLM_KINDS else VisdepVLM
+    return cls(pretrained=str(path), device="cpu", **{"dtype": "float32", **kwargs})
+
+
+def requests_for(adapter, docs: list[dict], video: bool, task: str = "t", choices=None) -> list:
+    """lmms-eval's `multiple_choice` requests for `docs` (K per document, contiguous), wired to the
+    adapter's task_dict the way the evaluator wires them. `choices(doc)` overrides the task's."""
+    from lmms_eval.api.instance import Instance
+
+    from lmms_eval_tasks import tasks
+
+    to_visual = tasks.doc_to_visual_video if video else tasks.doc_to_visual_blind
+    adapter.task_dict = {task: {"test": docs}}
+    out = []
+    for doc_id, doc in enumerate(docs):
+        context = tasks.doc_to_text(doc)
+        for k, choice in enumerate((choices or tasks.doc_to_choice)(doc)):
+            out.append(Instance("loglikelihood", (context, choice, to_visual, doc_id, task, "test"), k,
+                                metadata={"task": task, "doc_id": doc_id, "repeats": 1}))
+    return out
+
+
+def count_forwards(model) -> list[int]:
+    """A one-element list counting the model's forward passes from now on."""
+    calls = [0]
+    model.register_forward_hook(lambda *_: calls.__setitem__(0, calls[0] + 1))
+    return calls
