@@ -21,21 +21,21 @@ from pathlib import Path
 
 import torch
 
+from lmms_eval_tasks.evaluation_hooks import set_store_root
 from lmms_eval_tasks.loaders import load_benchmark
-from model_adapters import durable
 from visdep_metrics.demo.fixtures import write_fixtures
 from visdep_metrics.demo.tiny import build_tiny
 from visdep_metrics.demo.validate import loglikelihood_requests
 
 
 def timed(adapter, docs: list[dict], video: bool, store_root: Path | None) -> float:
-    durable.set_root(store_root)
+    set_store_root(store_root)
     try:
         start = time.perf_counter()
         adapter.loglikelihood(loglikelihood_requests(adapter, docs, video))
         return time.perf_counter() - start
     finally:
-        durable.set_root(None)
+        set_store_root(None)
 
 
 def bench(name: str, adapter, docs: list[dict], video: bool, repeats: int, work: Path) -> None:

@@ -15,9 +15,28 @@
 from __future__ import annotations
 
 import functools
+import os
 import traceback
+from pathlib import Path
 
 from loguru import logger
+
+_store_root: Path | None = None
+
+
+def set_store_root(path: str | os.PathLike | None) -> None:
+    """Where the adapters keep their durable scores: lmms-eval's `--use_cache` folder (a `.db` path means its
+    folder), or None for off. Set around each evaluation; the adapters read it (`model_adapters.durable`)."""
+    global _store_root
+    if path is None or str(path) == "":
+        _store_root = None
+        return
+    path = Path(path).expanduser()
+    _store_root = (path.parent if path.suffix == ".db" else path).resolve()
+
+
+def store_root() -> Path | None:
+    return _store_root
 
 
 def root_cause(error: BaseException) -> BaseException:
@@ -31,15 +50,13 @@ def wrap_simple_evaluate() -> None:
     """Wrap `lmms_eval.evaluator.simple_evaluate` once (idempotent)."""
     from lmms_eval import evaluator
 
-    from model_adapters import durable
-
     if getattr(evaluator.simple_evaluate, "_visdep_wrapped", False):
         return
     original = evaluator.simple_evaluate
 
     @functools.wraps(original)
     def simple_evaluate(*args, **kwargs):
-        durable.set_root(kwargs.get("use_cache"))
+        set_store_root(kwargs.get("use_cache"))
         try:
             return original(*args, **kwargs)
         except Exception as e:
@@ -49,7 +66,7 @@ def wrap_simple_evaluate() -> None:
             logger.error("visdep: the evaluation failed; lmms-eval exits with status 1")
             raise SystemExit(1) from e
         finally:
-            durable.set_root(None)
+            set_store_root(None)
 
     simple_evaluate._visdep_wrapped = True
     simple_evaluate._visdep_original = original

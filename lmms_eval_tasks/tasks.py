@@ -20,7 +20,6 @@ import hashlib
 import math
 import os
 import re
-from pathlib import Path
 
 from loguru import logger
 from tqdm import tqdm
@@ -33,6 +32,7 @@ from lmms_eval_tasks.loaders import (
     load_benchmark,
     video_root,
 )
+from lmms_eval_tasks.videos import VideoReadError, probe_video, resolve_video
 
 INSTRUCTION = "Answer with the option's letter from the given choices directly."
 SCORING_ENV = "VISDEP_SCORING"
@@ -112,34 +112,9 @@ def _load(name: str) -> list[dict]:
         raise
 
 
-def resolve_video(name: str, rel: str) -> Path:
-    """Absolute path of a question's video (video file or frame folder) under the benchmark's video folder."""
-    root = video_root(name)
-    if get_benchmark(name).spec is not None:
-        from lmms_eval_tasks.spec import resolve_spec_video
-
-        return resolve_spec_video(root, rel)
-    path = root / rel
-    if path.exists() or name not in ("mmau", "videomme"):
-        return path
-    if name == "videomme":  # lmms-eval's own task: <videoID>.mp4, else .MP4, else .mkv
-        for other in (path.with_suffix(".MP4"), path.with_suffix(".mkv")):
-            if other.exists():
-                return other
-        return path
-    # MM-AU archives unpack with one more or one fewer folder level depending on the tool used.
-    parts = Path(rel).parts  # CAP-DATA/<group>/<type>/<id>/images or DADA-DATA/<type>/<id>/images
-    tail = Path(*parts[-3:]) if parts[0] == "CAP-DATA" else Path(*parts[1:])
-    for candidate in sorted(root.glob(f"{parts[0]}/**/{tail.as_posix()}")):
-        return candidate
-    return path
-
-
 def unusable_videos(name: str, records: list[dict]) -> dict[str, str]:
     """{video as the annotation names it: why it cannot be used} over the distinct videos of `records`: not
     found, an empty or unreadable file, a folder without frames (each opened, its header read)."""
-    from model_adapters.frames import VideoReadError, probe_video
-
     problems = {}
     videos = sorted({r["video"] for r in records})
     for rel in tqdm(videos, desc=f"visdep: checking the {name} videos", unit="video", disable=len(videos) < 500):

@@ -163,7 +163,7 @@ class ScoringAdapter(lmms):
                           for key, r in by_key.items()}
         unique = list(distinct.values())
 
-        store = durable.ScoreStore.open(self.score_settings(), self.rank) if durable.root() is not None else None
+        store = durable.ScoreStore.open(self.score_settings(), self.rank) if durable.store_root() is not None else None
         stored: dict[tuple, dict] = {}
         store_keys: dict[tuple, str] = {}
         if store is not None:

@@ -29,24 +29,11 @@ from pathlib import Path
 
 from loguru import logger
 
+from lmms_eval_tasks.evaluation_hooks import store_root
+
 # Bump when a change to the scoring changes values: stores written before are then not reused.
 SCORING_VERSION = 1
 _WEIGHT_SUFFIXES = (".safetensors", ".bin", ".gguf", ".pt", ".pth")
-_root: Path | None = None
-
-
-def set_root(path: str | os.PathLike | None) -> None:
-    """Where the store lives: lmms-eval's `--use_cache` folder (a `.db` path means its folder), or None for off."""
-    global _root
-    if path is None or str(path) == "":
-        _root = None
-        return
-    path = Path(path).expanduser()
-    _root = (path.parent if path.suffix == ".db" else path).resolve()
-
-
-def root() -> Path | None:
-    return _root
 
 
 def _digest(value) -> str:
@@ -96,9 +83,10 @@ class ScoreStore:
     @classmethod
     def open(cls, settings: Mapping, rank: int) -> ScoreStore | None:
         """The store of a model's settings under the current root, or None when `--use_cache` is off."""
-        if _root is None:
+        root = store_root()
+        if root is None:
             return None
-        folder = _root / "visdep" / _digest({**settings, "scoring_version": SCORING_VERSION})[:24]
+        folder = root / "visdep" / _digest({**settings, "scoring_version": SCORING_VERSION})[:24]
         store = cls(folder, rank)
         meta = folder / "settings.json"
         if not meta.exists():

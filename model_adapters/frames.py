@@ -18,19 +18,14 @@ decodes per path, so the bench and the tests can check that no video is decoded 
 
 from __future__ import annotations
 
-import re
 from collections import Counter, OrderedDict
 from pathlib import Path
 
 import numpy as np
 from transformers.video_utils import VideoMetadata
 
-FRAME_SUFFIXES = (".jpg", ".jpeg", ".png")
-FRAME_FOLDER_FPS = 30.0  # MM-AU's frame folders (see the module docstring)
-
-
-class VideoReadError(RuntimeError):
-    """A video file or frame folder that cannot be read; the message names it."""
+from lmms_eval_tasks.videos import VideoReadError, frame_files
+from model_adapters.settings import DEFAULT_FRAME_FOLDER_FPS as FRAME_FOLDER_FPS
 
 
 def sample_indices(n_frames: int, max_frames: int) -> np.ndarray:
@@ -44,21 +39,6 @@ def sample_indices(n_frames: int, max_frames: int) -> np.ndarray:
     if n_frames <= max_frames:
         return np.arange(n_frames)
     return np.round(np.linspace(0, n_frames - 1, max_frames)).astype(int)
-
-
-def _frame_number(path: Path) -> int:
-    digits = re.findall(r"\d+", path.stem)
-    if not digits:
-        raise VideoReadError(f"frame file without a frame number: {path}")
-    return int(digits[-1])
-
-
-def frame_files(folder: Path) -> list[Path]:
-    """The frames of an image folder (MM-AU `images/000001.jpg`, DADA `0001.png`), ordered by frame number."""
-    files = sorted((p for p in folder.iterdir() if p.suffix.lower() in FRAME_SUFFIXES), key=_frame_number)
-    if not files:
-        raise VideoReadError(f"no {'/'.join(FRAME_SUFFIXES)} frames in folder {folder}")
-    return files
 
 
 def _metadata(total: int, fps: float, indices: np.ndarray, frames: np.ndarray, backend: str) -> VideoMetadata:
@@ -188,24 +168,6 @@ def read_video_file(path: Path, max_frames: int) -> tuple[np.ndarray, VideoMetad
             return array, _metadata(total, fps, wanted, array, "pyav")
     except (av.error.FFmpegError, OSError, ValueError) as e:
         raise VideoReadError(f"cannot read video {path}: {e}") from e
-
-
-def probe_video(path: Path) -> None:
-    """Raise `VideoReadError` unless `path` is a frame folder holding frames, or a file PyAV opens with a video
-    stream (its header only: cheap enough to check every video of a benchmark before a run)."""
-    if path.is_dir():
-        frame_files(path)
-        return
-    if not path.exists():
-        raise VideoReadError(f"not found: {path}")
-    import av
-
-    try:
-        with av.open(str(path)) as container:
-            if not container.streams.video:
-                raise VideoReadError(f"no video stream in {path}")
-    except (av.error.FFmpegError, OSError, ValueError) as e:
-        raise VideoReadError(f"cannot open {path}: {e}") from e
 
 
 class FrameSource:

@@ -19,8 +19,9 @@ from loguru import logger
 
 from model_adapters.base import ScoringAdapter, answer_strings, continuation_tokens
 from model_adapters.families import family_of, prefix_positions
-from model_adapters.frames import FRAME_FOLDER_FPS, FrameSource
+from model_adapters.frames import FrameSource
 from model_adapters.scoring import Prefix, Question, ScoringError
+from model_adapters.settings import DEFAULT_FRAME_FOLDER_FPS, DEFAULT_MAX_FRAMES
 
 
 def user_message(context: str, with_video: bool) -> list[dict]:
@@ -38,7 +39,8 @@ class VisdepVLM(ScoringAdapter):
     adapter_name = "visdep_vlm"
     own_arguments = ("max_frames", "frame_folder_fps")
 
-    def __init__(self, pretrained: str, max_frames: int = 16, frame_folder_fps: float = FRAME_FOLDER_FPS,
+    def __init__(self, pretrained: str, max_frames: int = DEFAULT_MAX_FRAMES,
+                 frame_folder_fps: float = DEFAULT_FRAME_FOLDER_FPS,
                  **kwargs) -> None:
         self.frames = FrameSource(int(max_frames), float(frame_folder_fps))
         super().__init__(pretrained, **kwargs)

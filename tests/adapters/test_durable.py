@@ -15,17 +15,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from lmms_eval_tasks.evaluation_hooks import set_store_root
 from lmms_eval_tasks.loaders import load_benchmark
-from model_adapters import durable
 from tests.helpers.adapters import count_forwards, make_adapter, requests_for
 from tests.helpers.lmms_cli import free_port, lmms_eval_env, read_samples, run_lmms_eval
 
 
 @pytest.fixture
 def store_root(tmp_path):
-    durable.set_root(tmp_path / "cache")
+    set_store_root(tmp_path / "cache")
     yield tmp_path / "cache"
-    durable.set_root(None)
+    set_store_root(None)
 
 
 def stored_lines(root: Path) -> int:
@@ -81,7 +81,7 @@ def test_a_kill_mid_batch_loses_that_batch_only(tiny_models, benchmark_env, stor
     calls = count_forwards(adapter.model)
     resumed = adapter.loglikelihood(requests_for(adapter, docs, video=False))
     assert calls[0] == 3  # 12 questions at batch 4
-    durable.set_root(None)
+    set_store_root(None)
     plain = adapter.loglikelihood(requests_for(adapter, docs, video=False))
     np.testing.assert_allclose([v[0] for v in resumed], [v[0] for v in plain], rtol=0, atol=1e-6)
 
