@@ -10,6 +10,9 @@
    into `SystemExit(1)`, which the command line's `except Exception` lets through. This holds for every
    evaluation in a process where visdep is installed, not only for visdep's tasks: a run that raised is a
    failed run.
+3. Each results file gets visdep's own section, `results["visdep"]`: `model`, what the visdep adapter that ran
+   says it was (`record_model`: its arguments with defaults filled in, its checkpoint's identity), and `dropped`,
+   the questions each task left out and why (`record_dropped`). The audit reads both beside the samples.
 """
 
 from __future__ import annotations
@@ -22,6 +25,19 @@ from pathlib import Path
 from loguru import logger
 
 _store_root: Path | None = None
+_model: dict | None = None
+_dropped: dict[str, list[dict]] = {}
+
+
+def record_model(identity: dict) -> None:
+    """Called by a visdep adapter once it is loaded: what the run's model is (JSON data), for `results["visdep"]`."""
+    global _model
+    _model = identity
+
+
+def record_dropped(task: str, dropped: list[dict]) -> None:
+    """Called by the task functions: the questions `task` leaves out (JSON records naming each and why)."""
+    _dropped[task] = dropped
 
 
 def set_store_root(path: str | os.PathLike | None) -> None:
@@ -56,9 +72,15 @@ def wrap_simple_evaluate() -> None:
 
     @functools.wraps(original)
     def simple_evaluate(*args, **kwargs):
+        global _model
         set_store_root(kwargs.get("use_cache"))
+        _model = None
+        _dropped.clear()
         try:
-            return original(*args, **kwargs)
+            results = original(*args, **kwargs)
+            if isinstance(results, dict):  # rank 0; the others get None
+                results["visdep"] = {"model": _model, "dropped": {t: list(d) for t, d in _dropped.items()}}
+            return results
         except Exception as e:
             traceback.print_exc()
             cause = root_cause(e)
