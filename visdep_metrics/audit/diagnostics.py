@@ -12,6 +12,7 @@ Nothing here reads files or imports torch / lmms-eval.
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 from contextlib import contextmanager
 
 import numpy as np
@@ -134,6 +135,19 @@ def textual_evidence(correct_blind: ArrayLike, entropy_blind: ArrayLike) -> np.n
     correct_blind, entropy_blind: (models, n) blind results of the text-only panel."""
     c, h = _panel_arrays(correct_blind, entropy_blind, "T(q) needs at least one text-only model")
     return (c * (1.0 - h)).mean(axis=0)
+
+
+def paper_textual_evidence(correct_blind: ArrayLike, entropy_blind: ArrayLike, p_answer_blind: ArrayLike,
+                           n_options: ArrayLike) -> np.ndarray:
+    """The paper's T(q) (eq. 3) in the signature every variant of T shares: `textual_evidence`."""
+    return textual_evidence(correct_blind, entropy_blind)
+
+
+# Variants of T(q) by name, each f(correct_blind, entropy_blind, p_answer_blind, n_options) -> T (n,), the first three
+# (models, n) blind results of the text-only panel. "paper" (eq. 3) is the default everywhere.
+TEXTUAL_EVIDENCE: dict[str, Callable[[ArrayLike, ArrayLike, ArrayLike, ArrayLike], np.ndarray]] = {
+    "paper": paper_textual_evidence,
+}
 
 
 def visual_necessity(p_answer_video: ArrayLike, p_answer_blind: ArrayLike, n_options: ArrayLike) -> np.ndarray:
