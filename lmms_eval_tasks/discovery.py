@@ -7,18 +7,42 @@ point registers no model: it adds this package's folder to every TaskManager's s
 
 The same patch wraps lmms-eval's evaluation (`lmms_eval_tasks.evaluation_hooks`: a failed evaluation exits
 with status 1, `--use_cache` reaches the adapters): the TaskManager is built just before the evaluation
-starts, when lmms-eval is fully imported.
+starts, when lmms-eval is fully imported. `task_name_clashes` reads lmms-eval's own task index, so that a spec's
+tasks are not silently replaced by lmms-eval's tasks of the same name.
 """
 
 from __future__ import annotations
 
+from functools import lru_cache
 from pathlib import Path
 
-TASKS_DIR = Path(__file__).resolve().parent
+from lmms_eval_tasks.loaders import BENCHMARKS
+from lmms_eval_tasks.spec import BenchmarkSpec
+from lmms_eval_tasks.task_yaml import TASKS_DIR
 
 
 def tasks_path() -> str:
     return str(TASKS_DIR)
+
+
+@lru_cache(maxsize=1)
+def lmms_eval_task_names() -> frozenset[str]:
+    """Every task, group and tag lmms-eval's own TaskManager indexes (about 20 s: it reads ~2,000 YAMLs)."""
+    from lmms_eval.tasks import TaskManager
+    from loguru import logger
+
+    logger.disable("lmms_eval")  # its index logs a line per YAML it cannot read
+    try:
+        return frozenset(TaskManager(verbosity="ERROR").all_tasks)
+    finally:
+        logger.enable("lmms_eval")
+
+
+def task_name_clashes(spec: BenchmarkSpec, known: frozenset[str] | None = None) -> list[str]:
+    """The spec's task names that lmms-eval or visdep already use (lmms-eval would silently run the built-in)."""
+    known = lmms_eval_task_names() if known is None else known
+    ours = {f"{b}_{mode}" for b in BENCHMARKS if b != spec.name for mode in ("blind", "video")}
+    return [t for t in spec.task_names if t in known or t in ours]
 
 
 def register_task_path() -> list:

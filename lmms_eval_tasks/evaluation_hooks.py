@@ -27,6 +27,7 @@ from loguru import logger
 _store_root: Path | None = None
 _model: dict | None = None
 _dropped: dict[str, list[dict]] = {}
+_output_path: Path | None = None
 
 
 def record_model(identity: dict) -> None:
@@ -36,8 +37,15 @@ def record_model(identity: dict) -> None:
 
 
 def record_dropped(task: str, dropped: list[dict]) -> None:
-    """Called by the task functions: the questions `task` leaves out (JSON records naming each and why)."""
+    """Called by the task functions: the questions `task` leaves out, each {"question_id": str | None, "where":
+    "<file> record <n>" or the video's path, "reason": the same text for every question left out for it}."""
     _dropped[task] = dropped
+
+
+def output_path() -> Path | None:
+    """lmms-eval's `--output_path` during an evaluation (None outside one): where the task functions write the full
+    list of a benchmark's unusable records when an error can name only the first few."""
+    return _output_path
 
 
 def set_store_root(path: str | os.PathLike | None) -> None:
@@ -72,8 +80,10 @@ def wrap_simple_evaluate() -> None:
 
     @functools.wraps(original)
     def simple_evaluate(*args, **kwargs):
-        global _model
+        global _model, _output_path
         set_store_root(kwargs.get("use_cache"))
+        tracker_path = getattr(kwargs.get("evaluation_tracker"), "output_path", None)
+        _output_path = Path(tracker_path) if tracker_path else None
         _model = None
         _dropped.clear()
         try:
@@ -89,6 +99,7 @@ def wrap_simple_evaluate() -> None:
             raise SystemExit(1) from e
         finally:
             set_store_root(None)
+            _output_path = None
 
     simple_evaluate._visdep_wrapped = True
     simple_evaluate._visdep_original = original

@@ -9,8 +9,9 @@
 usable as `lmms-eval --include_path out_dir --tasks mmau_video_grounded`. The YAMLs load the same
 official data through the same functions as the full tasks (the ids file replaces the placeholder
 data file, and `process_docs` keeps the listed ids), so they need the same `*_ROOT` variable and
-no absolute path. For a benchmark of a spec (`lmms_eval_tasks.spec`) each id line also names the spec
-file, by its absolute path, as the full task's data file does.
+no absolute path. The ids file is the task's split named by the suffix, which is how the task functions know
+the subset task's name. For a benchmark of a spec each id line also names the spec file, by its absolute path,
+as the full task's data file does.
 """
 
 from __future__ import annotations
@@ -20,51 +21,21 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 
-from lmms_eval_tasks.discovery import TASKS_DIR
 from lmms_eval_tasks.loaders import get_benchmark
+from lmms_eval_tasks.task_yaml import FULL_SPLIT, TASKS_DIR, spec_task_path, task_yaml
 
 _SUFFIX = re.compile(r"^[a-z][a-z0-9_]*$")
 
 
-def _top_key(line: str) -> str | None:
-    return line.split(":", 1)[0] if line and not line.startswith((" ", "#", "-")) else None
-
-
-def _without(lines: list[str], keys: set[str]) -> list[str]:
-    """`lines` without the top-level blocks of `keys` and without comment lines."""
-    kept, skipping = [], False
-    for line in lines:
-        key = _top_key(line)
-        if key is not None:
-            skipping = key in keys
-        if not skipping and not line.lstrip().startswith("#"):
-            kept.append(line)
-    return kept
-
-
-def task_yaml_body(own: list[str]) -> list[str]:
-    """A task's YAML lines without task/tag/include/data_files: the shared template's keys that `own` does not
-    set, then `own` (the task's own lines)."""
-    own = _without(own, {"task", "tag", "include", "dataset_kwargs"})
-    own_keys = {key for key in map(_top_key, own) if key}
-    template = (TASKS_DIR / "_default_template_yaml").read_text().splitlines()
-    return _without(template, own_keys | {"dataset_kwargs"}) + own
-
-
-def _task_body(benchmark: str, mode: str) -> list[str]:
-    """The full task's YAML lines without task/tag/include/data_files: template + task file (for a benchmark
-    of a spec, the task file `visdep spec init` wrote beside it)."""
+def full_task_file(benchmark: str, mode: str) -> Path:
+    """The full task's YAML: the built-in file, or the one `visdep spec init` wrote beside a benchmark's spec."""
     spec = get_benchmark(benchmark).spec
     if spec is None:
-        own_path = TASKS_DIR / benchmark / f"{benchmark}_{mode}.yaml"
-    else:
-        from lmms_eval_tasks.spec import spec_task_path
-
-        own_path = spec_task_path(spec, benchmark, mode)
-        if not own_path.is_file():
-            raise FileNotFoundError(f"{own_path}: not found; write the tasks of {benchmark} first: visdep spec init "
-                                    f"{spec}")
-    return task_yaml_body(own_path.read_text().splitlines())
+        return TASKS_DIR / benchmark / f"{benchmark}_{mode}.yaml"
+    path = spec_task_path(spec, benchmark, mode)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: not found; write the tasks of {benchmark} first: visdep spec init {spec}")
+    return path
 
 
 def write_subset_tasks(out_dir: str | Path, benchmark: str, question_ids: Iterable[str], suffix: str,
@@ -73,8 +44,8 @@ def write_subset_tasks(out_dir: str | Path, benchmark: str, question_ids: Iterab
 
     Returns the written paths. An empty subset is refused: lmms-eval cannot run a task without documents."""
     spec = get_benchmark(benchmark).spec
-    if not _SUFFIX.match(suffix):
-        raise ValueError(f"suffix {suffix!r}: use lowercase letters, digits and underscores")
+    if not _SUFFIX.match(suffix) or suffix == FULL_SPLIT:
+        raise ValueError(f"suffix {suffix!r}: use lowercase letters, digits and underscores (not {FULL_SPLIT!r})")
     ids = [str(q) for q in question_ids]
     if not ids:
         raise ValueError(f"the {suffix} subset of {benchmark} is empty: no task written")
@@ -88,13 +59,11 @@ def write_subset_tasks(out_dir: str | Path, benchmark: str, question_ids: Iterab
     ids_file.write_text("".join(json.dumps({"question_id": q, **names_spec}) + "\n" for q in ids))
     written = [ids_file]
     for mode in ("blind", "video"):
-        lines = [f"# {benchmark}_{mode} restricted to {len(ids)} question(s) listed in {ids_file.name}."]
-        if description:
-            lines += [f"# {d}" for d in description.splitlines()]
-        lines += [f"task: {benchmark}_{mode}_{suffix}", f"tag: visdep_{mode}_{suffix}",
-                  "dataset_kwargs:", "  data_files:", f"    test: {ids_file.name}"]
-        lines += _task_body(benchmark, mode)
+        comments = [f"{benchmark}_{mode} restricted to {len(ids)} question(s) listed in {ids_file.name}.",
+                    *(description.splitlines() if description else [])]
+        own = full_task_file(benchmark, mode).read_text().splitlines()
         path = out / f"{benchmark}_{mode}_{suffix}.yaml"
-        path.write_text("\n".join(lines) + "\n")
+        path.write_text(task_yaml(comments, f"{benchmark}_{mode}_{suffix}", ids_file.name, own,
+                                  tag=f"visdep_{mode}_{suffix}", split=suffix))
         written.append(path)
     return written

@@ -1,20 +1,17 @@
-"""The normalized question every loader yields, its validation, and the errors that name the bad record.
+"""The normalized question every loader and spec builds, its validation, and the errors that name a bad record.
 
-    {"question_id": str,      # stable and unique within the benchmark
-     "benchmark": str,        # "mmau", "vru_accident", ..., "videomme", "longvideobench", "mlvu"
-     "video": str,            # path relative to the benchmark's video folder: a video file or a frame folder
-     "question": str,
-     "options": list[str],    # K non-empty option texts in presentation order
-     "answer_index": int,     # 0-based index into options
-     "category": str | None,  # reasoning type / question category
-     "source": str | None,    # sub-dataset (CAP, DADA, DoTA, ...) or duration group
-     "facets": {str: str}}    # optional: every category dimension the benchmark reports accuracy by
+A `Question` is built with keyword arguments and checks itself: K >= 2 non-empty option texts in presentation
+order, an answer index among them, a non-empty question. `Question.document()` is the same question as the dict
+lmms-eval hands the task functions (`lmms_eval_tasks.tasks`).
 """
 
 from __future__ import annotations
 
 import json
+import math
 import string
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 LETTERS = string.ascii_uppercase
@@ -22,6 +19,15 @@ LETTERS = string.ascii_uppercase
 
 class BenchmarkDataError(ValueError):
     """A benchmark root, file or record that cannot be read as the official format."""
+
+
+class RecordError(BenchmarkDataError):
+    """One record that cannot be used. `reason` is the same short text for every record with this problem (records
+    are counted by it); `detail` names this record's values."""
+
+    def __init__(self, reason: str, detail: str = ""):
+        self.reason, self.detail = reason, detail
+        super().__init__(f"{reason}: {detail}" if detail else reason)
 
 
 def fail(path: Path | str, message: str) -> BenchmarkDataError:
@@ -36,40 +42,81 @@ def read_json(path: Path):
         raise fail(path, f"not valid JSON ({e})") from e
 
 
-def make_record(qid, benchmark, video, question, options, answer_index, category, source, where,
-                facets: dict[str, str] | None = None) -> dict:
-    """Validate one normalized question; `where` names the file and record for errors."""
-    options = [str(o).strip() for o in options]
-    if len(options) < 2:
-        raise BenchmarkDataError(f"{where}: needs at least 2 options, got {options!r}")
-    if any(not o for o in options):
-        raise BenchmarkDataError(f"{where}: empty option text in {options!r}")
-    if not isinstance(answer_index, int) or not 0 <= answer_index < len(options):
-        raise BenchmarkDataError(f"{where}: answer index {answer_index!r} outside 0..{len(options) - 1}")
-    if not str(question).strip():
-        raise BenchmarkDataError(f"{where}: empty question")
-    record = {"question_id": str(qid), "benchmark": benchmark, "video": str(video), "question": str(question).strip(),
-              "options": options, "answer_index": answer_index, "category": category, "source": source}
-    if facets:
-        record["facets"] = {str(k): str(v) for k, v in facets.items()}
-    return record
+def as_int(value, field: str) -> int:
+    """A whole number from how files store one: 3, '3', 3.0, '3.0' (a spreadsheet's float, a CSV's text).
 
-
-def check_unique(records: list[dict], where: Path | str) -> list[dict]:
-    seen: set[str] = set()
-    for r in records:
-        if r["question_id"] in seen:
-            raise fail(where, f"duplicate question_id {r['question_id']!r}")
-        seen.add(r["question_id"])
-    return records
-
-
-def as_int(value, where: str, field: str) -> int:
-    """Official files store indices as int, '3', 3.0 or '3.0'."""
+    Raises RecordError (a ValueError) for anything else: text that is no number, 2.5, NaN, infinity, a bool."""
+    if isinstance(value, bool):
+        raise RecordError(f"field {field!r} is not a whole number", repr(value))
     try:
-        f = float(value)
+        number = float(value)
     except (TypeError, ValueError):
-        raise BenchmarkDataError(f"{where}: field {field!r} is not a number: {value!r}") from None
-    if f != int(f):
-        raise BenchmarkDataError(f"{where}: field {field!r} is not a whole number: {value!r}")
-    return int(f)
+        raise RecordError(f"field {field!r} is not a whole number", repr(value)) from None
+    if not math.isfinite(number) or number != int(number):
+        raise RecordError(f"field {field!r} is not a whole number", repr(value))
+    return int(number)
+
+
+@dataclass(frozen=True)
+class Question:
+    """One multiple-choice question about one video, as every benchmark's loader yields it."""
+
+    question_id: str  # stable and unique within the benchmark
+    benchmark: str  # "mmau", "vru_accident", ..., "videomme", "longvideobench", "mlvu", or a spec's name
+    video: str  # relative to the benchmark's video folder: a video file or a frame folder
+    question: str
+    options: tuple[str, ...]  # K non-empty option texts in presentation order
+    answer_index: int  # 0-based index into options
+    category: str | None = None  # reasoning type / question category
+    source: str | None = None  # sub-dataset (CAP, DADA, DoTA, ...) or duration group
+    facets: Mapping[str, str] = field(default_factory=dict)  # every category dimension the benchmark reports
+
+    def __post_init__(self) -> None:
+        options = tuple(str(o).strip() for o in self.options)
+        if len(options) < 2:
+            raise RecordError("fewer than 2 options", repr(list(options)))
+        if any(not o for o in options):
+            raise RecordError("an option text is empty", repr(list(options)))
+        answer = self.answer_index
+        if isinstance(answer, bool) or not isinstance(answer, int) or not 0 <= answer < len(options):
+            raise RecordError("the answer index is outside the options", f"{answer!r} of {len(options)} options")
+        question = str(self.question).strip()
+        if not question:
+            raise RecordError("the question text is empty")
+        set_ = object.__setattr__  # frozen: normalise once, here
+        set_(self, "question_id", str(self.question_id))
+        set_(self, "video", str(self.video))
+        set_(self, "question", question)
+        set_(self, "options", options)
+        set_(self, "facets", {str(k): str(v) for k, v in self.facets.items()})
+
+    def document(self) -> dict:
+        """The question as an lmms-eval document: JSON types, and category '' where there is none (an Arrow
+        column takes one type)."""
+        doc = {"question_id": self.question_id, "benchmark": self.benchmark, "video": self.video,
+               "question": self.question, "options": list(self.options), "answer_index": self.answer_index,
+               "category": self.category or "", "source": self.source}
+        if self.facets:
+            doc["facets"] = dict(self.facets)
+        return doc
+
+
+def answer_letter(value, n_options: int) -> int:
+    """The position a letter answer names ('B', 'b', 'B.'); RecordError unless it is one of the first n letters."""
+    letter = str(value).strip().rstrip(".").strip().upper()
+    if len(letter) != 1 or letter not in LETTERS[:n_options]:
+        raise RecordError("the answer is not one of the options' letters",
+                          f"{value!r}, letters {', '.join(LETTERS[:n_options])}")
+    return LETTERS.index(letter)
+
+
+def answer_text(value, options: Sequence[str], what: str = "options") -> int:
+    """The position of the one option whose text is the answer; RecordError when none or several are."""
+    text = str(value).strip()
+    matches = [k for k, o in enumerate(options) if str(o).strip() == text]
+    if not matches:
+        raise RecordError(f"the answer is not among the {what}", f"answer {value!r}, {what} {list(options)!r}")
+    if len(matches) > 1:
+        raise RecordError(f"the answer is the text of two or more {what}",
+                          f"answer {value!r} is {', '.join(LETTERS[k] for k in matches)} of {list(options)!r}")
+    return matches[0]

@@ -1,10 +1,12 @@
 """Everything the task YAMLs reference: documents, prompt, choices, visuals, results.
 
-One implementation for all eight tasks; each YAML names its benchmark through the function it
-picks (`mmau_docs_video`, ...; a benchmark of a spec: `spec_docs_video`, which reads the spec its data
-file names). Blind and video tasks of a benchmark share documents, prompt,
-choices and ids: they differ in `doc_to_visual`, in the video task checking up front that every
-video exists, and in the `mode` written into each sample's `visdep` record.
+One implementation for all tasks; each YAML names its benchmark through the function it picks
+(`mmau_docs_video`, ...; a benchmark of a spec: `spec_docs_video`, which reads the spec its data file names).
+Blind and video tasks of a benchmark share documents, prompt, choices and ids: they differ in `doc_to_visual`,
+in the video task checking up front that every video exists, and in the `mode` written into each sample's
+`visdep` record. Records a benchmark's files hold but that cannot be used, and (video tasks) questions whose video
+cannot be used, stop the run naming them all, or with the switch (`lmms_eval_tasks.unusable`) are left out and
+recorded in the results file (`evaluation_hooks.record_dropped`).
 
 Scoring (`VISDEP_SCORING`, default `letter`):
 - `letter`: the choices are the option letters, scored as the first assistant token (paper B.2);
@@ -20,24 +22,22 @@ import hashlib
 import math
 import os
 import re
+from pathlib import Path
 
 from loguru import logger
-from tqdm import tqdm
 
-from lmms_eval_tasks.loaders import (
-    BENCHMARKS,
-    LETTERS,
-    BenchmarkDataError,
-    get_benchmark,
-    load_benchmark,
-    video_root,
-)
-from lmms_eval_tasks.videos import VideoReadError, probe_video, resolve_video
+from lmms_eval_tasks.evaluation_hooks import output_path, record_dropped
+from lmms_eval_tasks.loaders import read_benchmark, resolve_video, skip_unusable
+from lmms_eval_tasks.records import LETTERS, BenchmarkDataError, Question
+from lmms_eval_tasks.spec import SpecError
+from lmms_eval_tasks.spec_data import register_spec
+from lmms_eval_tasks.task_yaml import FULL_SPLIT, category_metric
+from lmms_eval_tasks.unusable import SHOWN, SKIP_ENV, Unusable, UnusableRecordsError, write_unusable
+from lmms_eval_tasks.videos import describe_video_problems, unusable_questions, video_problems
 
 INSTRUCTION = "Answer with the option's letter from the given choices directly."
 SCORING_ENV = "VISDEP_SCORING"
 SCORING_MODES = ("letter", "option")
-SKIP_MISSING_ENV = "VISDEP_SKIP_MISSING_VIDEOS"
 MACRO_AVERAGED = ("mlvu",)  # benchmarks whose official score is M-Avg, the mean of per-category accuracies
 
 
@@ -77,163 +77,161 @@ def doc_to_target(doc: dict) -> int:
 
 
 # --------------------------------------------------------------------------- documents
-def _dataset(records: list[dict], subset):
-    """Records as a `datasets.Dataset`, restricted to the ids of `subset` when it lists some.
-
-    Subset tasks (grounded / debiased exports) point `data_files` at a jsonl of question ids; the
-    full tasks point at a placeholder with no `question_id` column."""
-    import datasets
-
-    if subset is not None and "question_id" in subset.column_names:
-        wanted = [str(q) for q in subset["question_id"]]
-        known = {r["question_id"] for r in records}
-        unknown = [q for q in wanted if q not in known]
-        if unknown:
-            raise BenchmarkDataError(
-                f"{len(unknown)} question id(s) of the subset are not in the benchmark, e.g. {unknown[:3]}")
-        keep = set(wanted)
-        records = [r for r in records if r["question_id"] in keep]
-    # Arrow needs one type per column: category may be None for a whole benchmark.
-    rows = [{**r, "category": r["category"] or ""} for r in records]
-    return datasets.Dataset.from_list(rows)
-
-
 _reported: set[str] = set()
 
 
-def _load(name: str) -> list[dict]:
+def _fail(error: Exception) -> Exception:
+    """Log `error` once (lmms-eval retries dataset loading five times, each raising it again) and return it."""
+    if str(error) not in _reported:
+        _reported.add(str(error))
+        logger.error(f"visdep: {error}")
+    return error
+
+
+def _task_name(name: str, mode: str, dataset) -> str:
+    """A subset task's data file is the split named by its suffix (`export.write_subset_tasks`)."""
+    split = str(getattr(dataset, "split", None) or FULL_SPLIT)
+    return f"{name}_{mode}" if split == FULL_SPLIT else f"{name}_{mode}_{split}"
+
+
+def _usable(name: str) -> tuple[list[Question], list[Unusable]]:
+    """The benchmark's usable questions and the records left out, or the error naming every unusable record (the
+    full list beside lmms-eval's output where the error names only the first few)."""
     try:
-        return load_benchmark(name)
+        data = read_benchmark(name)
+        return data.usable(skip_unusable(name)), list(data.unusable)
+    except UnusableRecordsError as e:
+        if len(e.unusable) > SHOWN and output_path() is not None:
+            listed = write_unusable(output_path() / f"visdep_unusable_{name}.jsonl", e.unusable)
+            e = UnusableRecordsError(f"{e}\nAll {len(e.unusable):,} are listed in {listed}", e.benchmark, e.unusable)
+        raise _fail(e) from None
     except BenchmarkDataError as e:
-        # lmms-eval retries dataset loading 5 times; say it once, clearly, before the traceback.
-        if str(e) not in _reported:
-            _reported.add(str(e))
-            logger.error(f"visdep: cannot load benchmark {name!r}: {e}")
-        raise
+        raise _fail(BenchmarkDataError(f"cannot load benchmark {name!r}: {e}")) from None
 
 
-def unusable_videos(name: str, records: list[dict]) -> dict[str, str]:
-    """{video as the annotation names it: why it cannot be used} over the distinct videos of `records`: not
-    found, an empty or unreadable file, a folder without frames (each opened, its header read)."""
-    problems = {}
-    videos = sorted({r["video"] for r in records})
-    for rel in tqdm(videos, desc=f"visdep: checking the {name} videos", unit="video", disable=len(videos) < 500):
-        try:
-            probe_video(resolve_video(name, rel))
-        except VideoReadError as e:
-            problems[rel] = str(e)
-    return problems
+def _in_subset(questions: list[Question], dropped: list[Unusable], subset) -> tuple[list[Question], list[Unusable]]:
+    """Subset tasks (grounded / debiased exports) point `data_files` at a jsonl of question ids; the full tasks at
+    a placeholder with no `question_id` column."""
+    if subset is None or "question_id" not in subset.column_names:
+        return questions, dropped
+    wanted = {str(q) for q in subset["question_id"]}
+    unknown = wanted - {q.question_id for q in questions} - {u.question_id for u in dropped}
+    if unknown:
+        raise BenchmarkDataError(f"{len(unknown)} question id(s) of the subset are not in the benchmark, e.g. "
+                                 f"{sorted(unknown)[:3]}")
+    return [q for q in questions if q.question_id in wanted], [u for u in dropped if u.question_id in wanted]
 
 
-def _unusable_report(name: str, records: list[dict], problems: dict[str, str]) -> str:
-    n_videos = len({r["video"] for r in records})
-    n_questions = sum(r["video"] in problems for r in records)
-    missing = sum(why.startswith("not found") for why in problems.values())
-    shown = "\n".join(f"  {rel}: {why}" for rel, why in list(problems.items())[:10])
-    more = f"\n  ... and {len(problems) - 10} more" if len(problems) > 10 else ""
-    spec = get_benchmark(name).spec
-    origin = f"\n  (the videos are fields.video of {spec}, under {video_root(name)})" if spec is not None else ""
-    return (f"{len(problems)} of {n_videos} videos of {name} cannot be used ({missing} not found, "
-            f"{len(problems) - missing} unreadable), asked about in {n_questions} questions:\n{shown}{more}{origin}")
+def _without_unusable_videos(name: str, questions: list[Question]) -> tuple[list[Question], list[Unusable]]:
+    """Every video is checked (it exists and opens) before the run: an unusable one is an error naming it, or with
+    the switch its questions are left out (never scored without the video)."""
+    problems = video_problems(name, questions)
+    if not problems:
+        return questions, []
+    report = describe_video_problems(name, questions, problems)
+    if not skip_unusable(name):
+        raise _fail(FileNotFoundError(f"{report}\nSet {SKIP_ENV}=1 to skip these questions instead."))
+    kept = [q for q in questions if q.video not in problems]
+    if not kept:
+        raise FileNotFoundError(f"no video of {name} can be used: {report}")
+    dropped = unusable_questions(name, questions, problems)
+    ids = [u.question_id for u in dropped]
+    logger.warning(f"visdep: skipping {len(dropped)} questions whose video cannot be used ({SKIP_ENV}): {report}\n"
+                   f"skipped: {', '.join(ids[:20])}{' ...' if len(ids) > 20 else ''}")
+    return kept, dropped
 
 
-def _video_docs(name: str, dataset):
-    """Video documents: the blind documents, after checking that every video exists and opens.
+def _documents(name: str, mode: str, dataset):
+    """The task's documents as a `datasets.Dataset`: the usable questions (restricted to a subset's ids), after
+    checking the videos in video mode; what is left out is recorded for the results file."""
+    import datasets
 
-    An unusable video is an error naming it; with VISDEP_SKIP_MISSING_VIDEOS=1 those questions are
-    dropped and listed instead (never scored without the video)."""
-    records = _load(name)
-    problems = unusable_videos(name, records)
-    if problems:
-        report = _unusable_report(name, records, problems)
-        if os.environ.get(SKIP_MISSING_ENV, "") not in ("1", "true", "yes"):
-            if report not in _reported:
-                _reported.add(report)
-                logger.error(f"visdep: {report}\nSet {SKIP_MISSING_ENV}=1 to skip these questions instead.")
-            raise FileNotFoundError(f"{report}\nSet {SKIP_MISSING_ENV}=1 to skip these questions instead.")
-        dropped = [r["question_id"] for r in records if r["video"] in problems]
-        records = [r for r in records if r["video"] not in problems]
-        if not records:
-            raise FileNotFoundError(f"no video of {name} can be used: {report}")
-        logger.warning(f"visdep: skipping {len(dropped)} questions whose video cannot be used ({SKIP_MISSING_ENV}=1): "
-                       f"{report}\nskipped: {', '.join(dropped[:20])}{' ...' if len(dropped) > 20 else ''}")
-    return _dataset(records, dataset)
+    questions, dropped = _in_subset(*_usable(name), dataset)
+    if mode == "video":
+        questions, video_dropped = _without_unusable_videos(name, questions)
+        dropped += video_dropped
+    record_dropped(_task_name(name, mode, dataset), [u.entry() for u in dropped])
+    return datasets.Dataset.from_list([q.document() for q in questions])
 
 
-def _blind_docs(name: str, dataset):
-    return _dataset(_load(name), dataset)
-
-
-def _spec_benchmark(dataset) -> str:
-    """Register the spec the task's data file names (this process may not have seen it) and return its name."""
-    from lmms_eval_tasks.spec import register_spec, spec_of_documents
-
-    return register_spec(spec_of_documents(dataset)).name
+def spec_of_documents(dataset) -> Path:
+    """The spec a task's data file names (the full task's one line, or a subset's id list)."""
+    if dataset is None or "spec" not in dataset.column_names or not len(dataset):
+        raise SpecError("the task's data file names no spec: rerun `visdep spec init SPEC` to write the task YAMLs")
+    paths = set(dataset["spec"])
+    if len(paths) != 1:
+        raise SpecError(f"the task's data file names several specs: {sorted(paths)}")
+    (path,) = paths
+    if not Path(path).is_file():
+        raise SpecError(f"the task's data file names the spec {path}, which does not exist (moved?): rerun "
+                        f"`visdep spec init SPEC` where it is now")
+    return Path(path)
 
 
 def spec_docs_blind(dataset):
-    """Documents of a benchmark described by a spec (`visdep spec init` writes the YAMLs that name this)."""
-    return _blind_docs(_spec_benchmark(dataset), dataset)
+    """Documents of a benchmark described by a spec (`visdep spec init` writes the YAMLs that name this); the spec
+    is registered here, as this process may not have seen it."""
+    return _documents(register_spec(spec_of_documents(dataset)).name, "blind", dataset)
 
 
 def spec_docs_video(dataset):
-    return _video_docs(_spec_benchmark(dataset), dataset)
+    return _documents(register_spec(spec_of_documents(dataset)).name, "video", dataset)
 
 
 def mmau_docs_blind(dataset):
-    return _blind_docs("mmau", dataset)
+    return _documents("mmau", "blind", dataset)
 
 
 def mmau_docs_video(dataset):
-    return _video_docs("mmau", dataset)
+    return _documents("mmau", "video", dataset)
 
 
 def vru_accident_docs_blind(dataset):
-    return _blind_docs("vru_accident", dataset)
+    return _documents("vru_accident", "blind", dataset)
 
 
 def vru_accident_docs_video(dataset):
-    return _video_docs("vru_accident", dataset)
+    return _documents("vru_accident", "video", dataset)
 
 
 def trafficqa_docs_blind(dataset):
-    return _blind_docs("trafficqa", dataset)
+    return _documents("trafficqa", "blind", dataset)
 
 
 def trafficqa_docs_video(dataset):
-    return _video_docs("trafficqa", dataset)
+    return _documents("trafficqa", "video", dataset)
 
 
 def accidentbench_docs_blind(dataset):
-    return _blind_docs("accidentbench", dataset)
+    return _documents("accidentbench", "blind", dataset)
 
 
 def accidentbench_docs_video(dataset):
-    return _video_docs("accidentbench", dataset)
+    return _documents("accidentbench", "video", dataset)
 
 
 def videomme_docs_blind(dataset):
-    return _blind_docs("videomme", dataset)
+    return _documents("videomme", "blind", dataset)
 
 
 def videomme_docs_video(dataset):
-    return _video_docs("videomme", dataset)
+    return _documents("videomme", "video", dataset)
 
 
 def longvideobench_docs_blind(dataset):
-    return _blind_docs("longvideobench", dataset)
+    return _documents("longvideobench", "blind", dataset)
 
 
 def longvideobench_docs_video(dataset):
-    return _video_docs("longvideobench", dataset)
+    return _documents("longvideobench", "video", dataset)
 
 
 def mlvu_docs_blind(dataset):
-    return _blind_docs("mlvu", dataset)
+    return _documents("mlvu", "blind", dataset)
 
 
 def mlvu_docs_video(dataset):
-    return _video_docs("mlvu", dataset)
+    return _documents("mlvu", "video", dataset)
 
 
 # --------------------------------------------------------------------------- visuals
@@ -280,11 +278,6 @@ def parse_response(resp) -> tuple[float, str | None]:
     if isinstance(value, list):
         raise ValueError(f"cannot read a log-likelihood from response {resp!r}")
     return float(value), None
-
-
-def category_metric(category: str) -> str:
-    """`acc_<category>`, the per-category accuracy metric name (lowercase, underscores)."""
-    return "acc_" + re.sub(r"[^0-9a-z]+", "_", category.lower()).strip("_")
 
 
 def _process_results(doc: dict, results: list, mode: str) -> dict:
@@ -345,6 +338,3 @@ def process_results_blind(doc: dict, results: list) -> dict:
 def process_results_video(doc: dict, results: list) -> dict:
     return _process_results(doc, results, "video")
 
-
-def task_names() -> list[str]:
-    return [f"{b}_{m}" for b in BENCHMARKS for m in ("blind", "video")]

@@ -1,18 +1,26 @@
-"""Where a question's video is, and whether it opens: the data side of the videos (the adapters decode them).
+"""Whether a question's video opens, and a frame folder's frames: the data side of the videos (the adapters decode
+them; `loaders.resolve_video` says where a question's video is).
 
-A benchmark's `video` paths are relative to its video folder (`loaders.video_root`): a video file, or a frame folder
-(MM-AU's `images/000001.jpg`, DADA's `0001.png`) whose frames are ordered by the number in their names.
+A benchmark's `video` paths are relative to its video folder: a video file, or a frame folder (MM-AU's
+`images/000001.jpg`, DADA's `0001.png`) whose frames are ordered by the number in their names.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from pathlib import Path
 
-from lmms_eval_tasks.loaders import get_benchmark, video_root
-from lmms_eval_tasks.spec import resolve_spec_video
+from tqdm import tqdm
+
+from lmms_eval_tasks.loaders import get_benchmark, resolve_video, video_root
+from lmms_eval_tasks.records import Question
+from lmms_eval_tasks.unusable import Unusable
 
 FRAME_SUFFIXES = (".jpg", ".jpeg", ".png")
+NOT_FOUND = "the video is not found"
+NO_FRAMES = "the frame folder holds no frames"
+UNREADABLE = "the video cannot be opened"
 
 
 class VideoReadError(RuntimeError):
@@ -34,27 +42,6 @@ def frame_files(folder: Path) -> list[Path]:
     return files
 
 
-def resolve_video(name: str, rel: str) -> Path:
-    """Absolute path of a question's video (video file or frame folder) under the benchmark's video folder."""
-    root = video_root(name)
-    if get_benchmark(name).spec is not None:
-        return resolve_spec_video(root, rel)
-    path = root / rel
-    if path.exists() or name not in ("mmau", "videomme"):
-        return path
-    if name == "videomme":  # lmms-eval's own task: <videoID>.mp4, else .MP4, else .mkv
-        for other in (path.with_suffix(".MP4"), path.with_suffix(".mkv")):
-            if other.exists():
-                return other
-        return path
-    # MM-AU archives unpack with one more or one fewer folder level depending on the tool used.
-    parts = Path(rel).parts  # CAP-DATA/<group>/<type>/<id>/images or DADA-DATA/<type>/<id>/images
-    tail = Path(*parts[-3:]) if parts[0] == "CAP-DATA" else Path(*parts[1:])
-    for candidate in sorted(root.glob(f"{parts[0]}/**/{tail.as_posix()}")):
-        return candidate
-    return path
-
-
 def probe_video(path: Path) -> None:
     """Raise `VideoReadError` unless `path` is a frame folder holding frames, or a file PyAV opens with a video
     stream (its header only: cheap enough to check every video of a benchmark before a run)."""
@@ -71,3 +58,37 @@ def probe_video(path: Path) -> None:
                 raise VideoReadError(f"no video stream in {path}")
     except (av.error.FFmpegError, OSError, ValueError) as e:
         raise VideoReadError(f"cannot open {path}: {e}") from e
+
+
+def video_problems(name: str, questions: Sequence[Question]) -> dict[str, tuple[str, str]]:
+    """{video as the annotation names it: (reason, what was found)} over the distinct videos of `questions`: not
+    found, an empty or unreadable file, a folder without frames (each opened, its header read)."""
+    problems = {}
+    videos = sorted({q.video for q in questions})
+    for rel in tqdm(videos, desc=f"visdep: checking the {name} videos", unit="video", disable=len(videos) < 500):
+        path = resolve_video(name, rel)
+        try:
+            probe_video(path)
+        except VideoReadError as e:
+            reason = NOT_FOUND if not path.exists() else NO_FRAMES if path.is_dir() else UNREADABLE
+            problems[rel] = (reason, str(e))
+    return problems
+
+
+def unusable_questions(name: str, questions: Sequence[Question],
+                       problems: dict[str, tuple[str, str]]) -> list[Unusable]:
+    """One entry per question whose video is in `problems`, `where` the video's path."""
+    return [Unusable(str(resolve_video(name, q.video)), problems[q.video][0], q.question_id, problems[q.video][1])
+            for q in questions if q.video in problems]
+
+
+def describe_video_problems(name: str, questions: Sequence[Question], problems: dict[str, tuple[str, str]]) -> str:
+    n_videos = len({q.video for q in questions})
+    n_questions = sum(q.video in problems for q in questions)
+    missing = sum(reason == NOT_FOUND for reason, _ in problems.values())
+    shown = "\n".join(f"  {rel}: {why}" for rel, (_, why) in list(problems.items())[:10])
+    more = f"\n  ... and {len(problems) - 10} more" if len(problems) > 10 else ""
+    spec = get_benchmark(name).spec
+    origin = f"\n  (the videos are fields.video of {spec}, under {video_root(name)})" if spec is not None else ""
+    return (f"{len(problems)} of {n_videos} videos of {name} cannot be used ({missing} not found, "
+            f"{len(problems) - missing} unreadable), asked about in {n_questions} questions:\n{shown}{more}{origin}")

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from lmms_eval_tasks.layouts import VruQuestion, write_vru_accident
-from lmms_eval_tasks.loaders import VRU_CATEGORIES, VRU_SOURCES
+from lmms_eval_tasks.traffic import VRU_CATEGORIES, VRU_SOURCES
 from visdep_metrics.demo.fixtures import VRU_SUFFIX
 
 # Shortcut questions: the answer comes from a small pool of labels that never appear as distractors,

@@ -2,7 +2,7 @@
 
 import pytest
 
-from lmms_eval_tasks import spec as spec_module
+from lmms_eval_tasks import spec_data
 from lmms_eval_tasks.loaders import BENCHMARKS
 
 
@@ -10,8 +10,8 @@ from lmms_eval_tasks.loaders import BENCHMARKS
 def isolated_registry():
     """Specs registered by a test leave BENCHMARKS as they were."""
     saved = dict(BENCHMARKS)
-    saved_specs = dict(spec_module._REGISTERED)
+    saved_specs = dict(spec_data._REGISTERED)
     yield
-    for registry, before in ((BENCHMARKS, saved), (spec_module._REGISTERED, saved_specs)):
+    for registry, before in ((BENCHMARKS, saved), (spec_data._REGISTERED, saved_specs)):
         registry.clear()
         registry.update(before)

@@ -23,7 +23,7 @@ def test_shortfalls_against_the_official_counts(fixture_env, monkeypatch, capsys
     monkeypatch.setenv("ACCIDENTBENCH_ROOT", fixture_env["ACCIDENTBENCH_ROOT"])
     assert main(["check-data"]) == 0
     out = capsys.readouterr().out
-    assert ("WARNING: 10 questions, but the official test set has 2,453 (CAP 1,953 + DADA 500): 2,443 missing"
+    assert ("WARNING: 10 records, but the official test set has 2,453 (CAP 1,953 + DADA 500): 2,443 missing"
             in out)
     assert "WARNING: source DADA: 4 questions of the official 500" in out
     assert "vru_accident: skipped (VRU_ACCIDENT_ROOT is not set)" in out
@@ -32,10 +32,12 @@ def test_shortfalls_against_the_official_counts(fixture_env, monkeypatch, capsys
 
 def test_full_counts_give_no_warning():
     sources = ["CAP_DATA"] * 1722 + ["DADA_2000"] * 1338 + ["DoTA"] * 600 + ["MANUAL_DATA"] * 2340
-    assert count_warnings("vru_accident", [{"source": s} for s in sources]) == []
-    assert count_warnings("vru_accident", [{"source": s} for s in sources[6:]]) == [
-        "5,994 questions, but the official test set has 6,000 (CAP_DATA 1,722 + DADA_2000 1,338 + DoTA 600 + "
+    assert count_warnings("vru_accident", sources) == []
+    assert count_warnings("vru_accident", sources[6:]) == [
+        "5,994 records, but the official test set has 6,000 (CAP_DATA 1,722 + DADA_2000 1,338 + DoTA 600 + "
         "MANUAL_DATA 2,340): 6 missing (a partial download or an older release?)",
         "source CAP_DATA: 1,716 questions of the official 1,722"]
-    assert count_warnings("trafficqa", [{"source": "perspective-1"}] * 6075) == []
+    # records read but unusable are not missing from the download
+    assert count_warnings("mlvu", [None] * 2165, n_unusable=10) == []
+    assert count_warnings("trafficqa", ["perspective-1"] * 6075) == []
     assert count_warnings("accidentbench", []) == []

@@ -33,14 +33,14 @@ def test_blind_and_video_tasks_share_documents(full_run, fixture_env, bench):
     blind = sorted(read_samples(full_run, f"{bench}_blind"), key=lambda s: s["doc_id"])
     video = sorted(read_samples(full_run, f"{bench}_video"), key=lambda s: s["doc_id"])
     assert len(blind) == len(video) == len(expected), (full_run / "cli.log").read_text()[-2000:]
-    assert [s["visdep"]["question_id"] for s in blind] == [r["question_id"] for r in expected]
-    assert [s["visdep"]["question_id"] for s in video] == [r["question_id"] for r in expected]
+    assert [s["visdep"]["question_id"] for s in blind] == [r.question_id for r in expected]
+    assert [s["visdep"]["question_id"] for s in video] == [r.question_id for r in expected]
     assert [s["input"] for s in blind] == [s["input"] for s in video]
     for s, r in zip(video, expected, strict=True):
         rec = s["visdep"]
         assert rec["mode"] == "video" and rec["benchmark"] == bench and rec["scoring"] == "letter"
-        assert rec["n_options"] == len(r["options"]) == len(rec["option_logprobs"]) == len(s["filtered_resps"])
-        assert rec["answer_index"] == r["answer_index"] and rec["category"] == r["category"]
+        assert rec["n_options"] == len(r.options) == len(rec["option_logprobs"]) == len(s["filtered_resps"])
+        assert rec["answer_index"] == r.answer_index and rec["category"] == r.category
         assert s["input"].splitlines()[1].startswith("A. ")
     assert {s["visdep"]["mode"] for s in blind} == {"blind"}
 
@@ -62,13 +62,13 @@ def test_results_report_accuracy_overall_and_per_category(full_run):
 
 def test_the_audit_reads_what_lmms_eval_wrote_by_its_fast_path(full_run):
     # the line-by-line reader would read these too, but ~4x slower: the typed decoder must accept them as written
-    from visdep_metrics.audit.runs import _read_fast
+    from visdep_metrics.audit.samples import _read_fast
 
     paths = sorted(full_run.rglob("*_samples_*.jsonl"))
     assert len(paths) == 2 * len(TRAFFIC_BENCHMARKS)
     for path in paths:
-        columns = _read_fast(path)
-        assert len(columns.question_id) == len(read_samples(full_run, path.stem.split("_samples_", 1)[1]))
+        columns = _read_fast(path.read_bytes())
+        assert len(columns.text["question_id"]) == len(read_samples(full_run, path.stem.split("_samples_", 1)[1]))
 
 
 @pytest.fixture(scope="module")
@@ -130,7 +130,7 @@ def test_missing_videos_fail_the_run_naming_them(scenario_runs):
     assert "10 of 10 videos of mmau cannot be used (10 not found, 0 unreadable), asked about in 10 questions" in log
     folder = "CAP-DATA/1-10/1/001000/images"
     assert f"{folder}: not found: {Path(env['MMAU_ROOT']) / folder}" in log
-    assert "VISDEP_SKIP_MISSING_VIDEOS=1" in log
+    assert "Set VISDEP_SKIP_UNUSABLE=1 to skip these questions instead." in log
 
 
 def test_an_empty_video_fails_before_the_run_counting_videos(scenario_runs):
@@ -145,7 +145,8 @@ def test_an_empty_video_fails_before_the_run_counting_videos(scenario_runs):
 
 
 def test_skipping_unusable_videos_is_opt_in_and_listed(scenario_runs):
-    out, _, status = scenario_runs["skip_unusable"]
+    """The switch by its older name, VISDEP_SKIP_MISSING_VIDEOS=1 (VISDEP_SKIP_UNUSABLE=1 is the same switch)."""
+    out, env, status = scenario_runs["skip_unusable"]
     samples = read_samples(out, "vru_accident_video")
     ids = {s["visdep"]["question_id"] for s in samples}
     assert status == 0 and len(samples) == 36, (out / "cli.log").read_text()[-3000:]
@@ -155,6 +156,12 @@ def test_skipping_unusable_videos_is_opt_in_and_listed(scenario_runs):
     assert "skipping 12 questions whose video cannot be used" in log
     assert "2 of 8 videos of vru_accident cannot be used (1 not found, 1 unreadable)" in log
     assert "DoTA/VRU_2/location" in log
+    # the results file beside the samples lists each question left out, where its video is and why
+    root = Path(env["VRU_ACCIDENT_ROOT"])
+    dropped = read_results(out)["visdep"]["dropped"]["vru_accident_video"]
+    assert sorted((d["question_id"].split("/")[0], d["where"], d["reason"]) for d in dropped) == sorted(
+        [("CAP_DATA", str(root / "VRU_videos/CAP_DATA/VRU_1.mp4"), "the video cannot be opened")] * 6
+        + [("DoTA", str(root / "VRU_videos/DoTA/VRU_2.mp4"), "the video is not found")] * 6)
 
 
 def test_include_path_fallback_and_discovery_hook(tmp_path):

@@ -10,15 +10,14 @@ from pathlib import Path
 import pytest
 import yaml
 
-from lmms_eval_tasks import spec as spec_module
+from lmms_eval_tasks import discovery
+from lmms_eval_tasks.discovery import task_name_clashes
+from lmms_eval_tasks.layouts import write_mp4
 from lmms_eval_tasks.loaders import BENCHMARKS, load_benchmark
-from lmms_eval_tasks.spec import (
-    SpecError,
-    check_spec_videos,
-    read_spec,
-    register_spec,
-    task_name_clashes,
-)
+from lmms_eval_tasks.records import BenchmarkDataError
+from lmms_eval_tasks.spec import SpecError, read_spec
+from lmms_eval_tasks.spec_data import check_spec_videos, register_spec
+from lmms_eval_tasks.unusable import UnusableRecordsError
 from visdep_metrics.cli.main import main
 
 REPO = Path(__file__).resolve().parents[2]
@@ -26,16 +25,15 @@ EXAMPLE_SPECS = REPO / "configs" / "specs"
 
 
 # --------------------------------------------------------------------------- the official files
-def _fields(records: list[dict]) -> list[tuple]:
-    return [(r["question_id"], r["question"], r["options"], r["answer_index"], r["category"], r["source"])
-            for r in records]
+def _fields(records: list) -> list[tuple]:
+    return [(r.question_id, r.question, r.options, r.answer_index, r.category, r.source) for r in records]
 
 
 def test_mmau_cap_spec_gives_the_built_in_questions(shared_benchmarks):
     root = shared_benchmarks / "mm_au"
     name = register_spec(EXAMPLE_SPECS / "mmau_cap.yaml").name
     from_spec = load_benchmark(name, root)
-    built_in = [r for r in load_benchmark("mmau", root) if r["source"] == "CAP"]
+    built_in = [r for r in load_benchmark("mmau", root) if r.source == "CAP"]
     assert len(from_spec) == len(built_in) == 1953
     assert _fields(from_spec) == _fields(built_in)
 
@@ -47,24 +45,24 @@ def test_vru_accident_spec_gives_the_built_in_questions(shared_benchmarks):
     built_in = load_benchmark("vru_accident", root)
     assert len(from_spec) == len(built_in) == 6000
     assert _fields(from_spec) == _fields(built_in)
-    assert [r["video"] for r in from_spec] == [r["video"] for r in built_in]
+    assert [r.video for r in from_spec] == [r.video for r in built_in]
 
 
 def test_mmau_cap_spec_finds_the_frame_folders_the_built_in_finds(tmp_path, monkeypatch):
     """'*' in the video template stands for the group folder (1-10, 11, ...) the record does not name."""
-    from lmms_eval_tasks.tasks import resolve_video
-    from visdep_metrics.demo.fixtures import write_mmau
+    from lmms_eval_tasks.loaders import resolve_video
+    from visdep_metrics.demo.fixtures import write_mmau_fixture
 
-    write_mmau(tmp_path, n_cap=4, n_dada=1)
+    write_mmau_fixture(tmp_path, n_cap=4, n_dada=1)
     name = register_spec(EXAMPLE_SPECS / "mmau_cap.yaml").name
     from_spec = load_benchmark(name, tmp_path)
-    built_in = [r for r in load_benchmark("mmau", tmp_path) if r["source"] == "CAP"]
+    built_in = [r for r in load_benchmark("mmau", tmp_path) if r.source == "CAP"]
     assert _fields(from_spec) == _fields(built_in)
     check_spec_videos(read_spec(EXAMPLE_SPECS / "mmau_cap.yaml"), tmp_path)  # raises if one is missing
     monkeypatch.setenv("MMAU_ROOT", str(tmp_path))
     for spec_record, record in zip(from_spec, built_in, strict=True):
-        folder = resolve_video(name, spec_record["video"])
-        assert folder == resolve_video("mmau", record["video"]) and folder.is_dir()
+        folder = resolve_video(name, spec_record.video)
+        assert folder == resolve_video("mmau", record.video) and folder.is_dir()
 
 
 # --------------------------------------------------------------------------- one benchmark in every shape
@@ -97,7 +95,8 @@ def _write_spec(folder: Path, **keys) -> Path:
 
 
 def _load(spec_path: Path) -> list[dict]:
-    return load_benchmark(register_spec(spec_path).name)
+    """The spec's questions as lmms-eval documents (comparable with EXPECTED)."""
+    return [q.document() for q in load_benchmark(register_spec(spec_path).name)]
 
 
 def _csv(folder: Path, rows: list[dict], name: str = "questions.csv") -> None:
@@ -182,19 +181,20 @@ def test_padding_options_are_dropped_and_the_answer_remapped(tmp_path):
     _csv(tmp_path, [{"id": r["id"], **{f"o{k}": o for k, o in enumerate(r["o"])}, "a": r["a"]} for r in rows])
     fields = {"question_id": "{id}", "question": "Which?", "options": ["{o0}", "{o1}", "{o2}", "{o3}"], "answer": "{a}",
               "video": "v/{id}.mp4"}
-    records = _load(_write_spec(tmp_path, annotations="questions.csv", fields=fields, answer_is="letter",
-                                drop_options=["", "N/A"]))
-    assert [(r["options"], r["answer_index"]) for r in records] == [(["left", "right", "up"], 1), (["a", "b", "c"], 2)]
-    assert records[0]["category"] is None and records[0]["source"] is None
+    spec = _write_spec(tmp_path, annotations="questions.csv", fields=fields, answer_is="letter",
+                       drop_options=["", "N/A"])
+    records = load_benchmark(register_spec(spec).name)
+    assert [(r.options, r.answer_index) for r in records] == [(("left", "right", "up"), 1), (("a", "b", "c"), 2)]
+    assert records[0].category is None and records[0].source is None
 
 
 def test_ids_formatted_from_numbers_stored_as_text(tmp_path):
     _csv(tmp_path, [{"n": "7", "q": "Which?", "A": "x", "B": "y", "ans": "0"}])
     fields = {"question_id": "dada-{n:03d}", "question": "{q}", "options": ["{A}", "{B}"], "answer": "{ans}",
               "video": "DADA/{n:03d}/images"}
-    (record,) = _load(_write_spec(tmp_path, annotations="questions.csv", fields=fields, answer_is="index",
-                                  n_options=2))
-    assert (record["question_id"], record["video"]) == ("dada-007", "DADA/007/images")
+    (record,) = load_benchmark(register_spec(_write_spec(tmp_path, annotations="questions.csv", fields=fields,
+                                                         answer_is="index", n_options=2)).name)
+    assert (record.question_id, record.video) == ("dada-007", "DADA/007/images")
 
 
 # --------------------------------------------------------------------------- bad specs
@@ -203,7 +203,7 @@ def _bad(tmp_path: Path, rows: list[dict] | None = None, **keys) -> str:
     _csv(tmp_path, rows or _csv_rows(lambda r: "ABC"[r["a"]]))
     spec = _write_spec(tmp_path, **{"annotations": "questions.csv", "fields": CSV_FIELDS, "answer_is": "letter",
                                     **keys})
-    with pytest.raises(SpecError) as error:
+    with pytest.raises(BenchmarkDataError) as error:  # a SpecError, or UnusableRecordsError listing the records
         _load(spec)
     message = str(error.value)
     assert str(spec) in message
@@ -225,16 +225,17 @@ def test_an_answer_not_among_the_options(tmp_path):
     rows = _csv_rows(lambda r: "ABC"[r["a"]])
     rows[2]["answer"] = "D"
     message = _bad(tmp_path, rows=rows)
-    assert "key 'fields.answer'" in message and f"{tmp_path / 'questions.csv'} row 4" in message
-    assert "answer 'D' is not among the options' letters A, B, C" in message
+    assert (f"{tmp_path / 'questions.csv'} row 4 (q-3): key 'fields.answer': the answer is not one of the options' "
+            f"letters: 'D', letters A, B, C") in message
     rows = _csv_rows(lambda r: r["o"][r["a"]])
     rows[2]["answer"] = "purple"
     message = _bad(tmp_path, rows=rows, answer_is="text")
-    assert "key 'fields.answer'" in message and "row 4: answer 'purple' is not among the options" in message
+    assert "row 4 (q-3): key 'fields.answer': the answer is not among the options: answer 'purple'" in message
     rows = _csv_rows(lambda r: r["a"])
     rows[2]["answer"] = "3"
     message = _bad(tmp_path, rows=rows, answer_is="index")
-    assert "row 4: answer '3' is not among the 3 options (answer_is index: 0..2)" in message
+    assert ("row 4 (q-3): key 'fields.answer': the answer is not among the options: answer '3' of 3 options "
+            "(answer_is index: 0..2)") in message
 
 
 def test_a_question_with_another_number_of_options_than_declared(tmp_path):
@@ -242,10 +243,10 @@ def test_a_question_with_another_number_of_options_than_declared(tmp_path):
     rows[1]["o"] = ["red", "green", "blue", "black"]
     (tmp_path / "q.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     spec = _write_spec(tmp_path, annotations="q.jsonl", fields=LIST_FIELDS, answer_is="index")
-    with pytest.raises(SpecError) as error:
+    with pytest.raises(UnusableRecordsError) as error:
         _load(spec)
-    assert (f"{spec}: key 'n_options': {tmp_path / 'q.jsonl'} line 2: 3 options declared, but the record has 4"
-            in str(error.value))
+    assert (f"{tmp_path / 'q.jsonl'} line 2 (q-2): key 'n_options': another number of options than declared: "
+            f"3 declared, the record has 4" in str(error.value))
 
 
 def test_lettered_options_with_another_number_of_markers(tmp_path):
@@ -253,12 +254,12 @@ def test_lettered_options_with_another_number_of_markers(tmp_path):
     fields = {"question_id": "{video}/{cat}", "question": "{q}", "options": {"lettered": "{o}"}, "answer": "{a}",
               "video": "{video}"}
     message = _bad(tmp_path, annotations="q.json", nesting=["video", "cat"], fields=fields)
-    assert "key 'fields.options.lettered'" in message and f"{tmp_path / 'q.json'} record 'v1.mp4' / 'where'" in message
-    assert "option markers A, B, C not found in order" in message
+    assert (f"{tmp_path / 'q.json'} record 'v1.mp4' / 'where' (v1.mp4/where): key 'fields.options.lettered': the "
+            f"option markers are not found in order: A, B, C in 'A. x, B. y'") in message
 
 
 def test_a_video_template_that_points_nowhere(tmp_path):
-    from visdep_metrics.demo.fixtures import _frames, write_mp4
+    from visdep_metrics.demo.fixtures import _frames
 
     for clip in ("c1", "c2"):
         write_mp4(tmp_path / "clips" / f"{clip}.mp4", _frames(1, n=2))
@@ -301,8 +302,8 @@ def test_a_json_object_without_nesting(tmp_path):
 
 def test_duplicate_question_ids_name_both_records(tmp_path):
     message = _bad(tmp_path, fields={**CSV_FIELDS, "question_id": "{clip}"})
-    assert "key 'fields.question_id'" in message
-    assert f"row 3: question id 'c1' again (first at {tmp_path / 'questions.csv'} row 2)" in message
+    assert (f"row 3 (c1): key 'fields.question_id': the question id repeats an earlier record's: first at "
+            f"{tmp_path / 'questions.csv'} row 2") in message
 
 
 def test_task_names_lmms_eval_already_has_are_refused(tmp_path):
@@ -318,7 +319,7 @@ def test_init_writes_tasks_that_name_the_spec_and_export_follows(tmp_path, monke
     from lmms_eval_tasks.export import write_subset_tasks
     from lmms_eval_tasks.tasks import spec_docs_blind
 
-    monkeypatch.setattr(spec_module, "lmms_eval_task_names", lambda: frozenset())  # lmms-eval's index: slow test
+    monkeypatch.setattr(discovery, "lmms_eval_task_names", lambda: frozenset())  # lmms-eval's index: slow test
     _csv(tmp_path, _csv_rows(lambda r: "ABC"[r["a"]]))
     spec = _write_spec(tmp_path, annotations="questions.csv", fields=CSV_FIELDS, answer_is="letter")
     assert main(["spec", "init", str(spec), "--no-videos"]) == 0
@@ -345,7 +346,7 @@ def test_init_writes_tasks_that_name_the_spec_and_export_follows(tmp_path, monke
 
 
 def test_check_data_and_tst_take_a_spec(tmp_path, capsys):
-    from visdep_metrics.demo.fixtures import _frames, write_mp4
+    from visdep_metrics.demo.fixtures import _frames
 
     rows = [{"id": f"{v}-{k}", "question": f"Question {k}?", "A": f"a{v}", "B": f"b{k}", "C": "c",
              "answer": "ABC"[(v + k) % 3], "type": "t", "clip": f"v{v}"} for v in range(5) for k in range(2)]

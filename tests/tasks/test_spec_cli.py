@@ -11,10 +11,12 @@ import json
 import pandas as pd
 import pytest
 
-from lmms_eval_tasks.spec import read_spec, task_name_clashes
+from lmms_eval_tasks.discovery import task_name_clashes
+from lmms_eval_tasks.layouts import write_mp4
+from lmms_eval_tasks.spec import read_spec
 from tests.helpers.lmms_cli import lmms_eval_env, read_results, read_samples, run_lmms_eval
 from visdep_metrics.cli.main import main
-from visdep_metrics.demo.fixtures import _frames, write_mp4
+from visdep_metrics.demo.fixtures import _frames
 
 pytestmark = pytest.mark.slow
 COLOURS = ["red", "green", "blue", "yellow"]

@@ -2,19 +2,22 @@
 
 from __future__ import annotations
 
+import hashlib
 import math
 
 import pytest
 
 from lmms_eval_tasks import tasks
+from lmms_eval_tasks.records import Question, RecordError
+from lmms_eval_tasks.task_yaml import category_metric
 
 DOC = {"question_id": "q1", "benchmark": "vru_accident", "video": "v.mp4", "question": "Where?",
        "options": ["rural", "urban", "suburban"], "answer_index": 1, "category": "location", "source": "DoTA"}
+PROMPT = "Where?\nA. rural\nB. urban\nC. suburban\nAnswer with the option's letter from the given choices directly."
 
 
 def test_prompt_is_the_paper_template():
-    assert tasks.doc_to_text(DOC) == ("Where?\nA. rural\nB. urban\nC. suburban\n"
-                                      "Answer with the option's letter from the given choices directly.")
+    assert tasks.doc_to_text(DOC) == PROMPT
 
 
 def test_choices_follow_scoring_mode(monkeypatch):
@@ -39,6 +42,7 @@ def test_results_take_the_smallest_loss(results, monkeypatch):
     rec = out["visdep"]
     assert rec == {"question_id": "q1", "benchmark": "vru_accident", "mode": "video", "category": "location",
                    "source": "DoTA", "video": "v.mp4", "n_options": 3, "answer_index": 1,
+                   "prompt_id": hashlib.sha256(PROMPT.encode()).hexdigest()[:16],
                    "option_logprobs": [-2.0, -0.5, -3.0], "scoring": "letter", "continuations": ["A", "B", "C"]}
     wrong = tasks.process_results_blind(DOC, ["(0.1, True)", "(0.5, False)", "(3.0, False)"])
     assert wrong["acc"] == 0.0 and wrong["visdep"]["mode"] == "blind"
@@ -78,5 +82,29 @@ def test_benchmark_without_category_has_only_acc():
 
 
 def test_category_metric_names():
-    assert tasks.category_metric("weather and light") == "acc_weather_and_light"
-    assert tasks.category_metric("temporal_causal_reasoning") == "acc_temporal_causal_reasoning"
+    assert category_metric("weather and light") == "acc_weather_and_light"
+    assert category_metric("temporal_causal_reasoning") == "acc_temporal_causal_reasoning"
+
+
+def test_a_question_is_the_document_lmms_eval_gets():
+    question = Question(question_id="q1", benchmark="vru_accident", video="v.mp4", question=" Where? ",
+                        options=["rural ", "urban", "suburban"], answer_index=1, category="location", source="DoTA")
+    assert question.document() == DOC and question.options == ("rural", "urban", "suburban")
+    plain = Question(question_id=7, benchmark="b", video="v.mp4", question="Why?", options=["a", "b"], answer_index=0)
+    assert plain.document()["category"] == "" and plain.question_id == "7" and "facets" not in plain.document()
+    assert tasks.process_results_blind(plain.document(), ["(1.0, False)", "(2.0, False)"])["visdep"]["category"] is None
+
+
+@pytest.mark.parametrize(("change", "reason"), [
+    ({"options": ["only one"]}, "fewer than 2 options"),
+    ({"options": ["a", " "]}, "an option text is empty"),
+    ({"answer_index": 3}, "the answer index is outside the options"),
+    ({"answer_index": True}, "the answer index is outside the options"),
+    ({"question": "  "}, "the question text is empty"),
+])
+def test_a_question_refuses_what_no_task_can_ask(change, reason):
+    fields = {"question_id": "q", "benchmark": "b", "video": "v.mp4", "question": "Why?", "options": ["a", "b"],
+              "answer_index": 0, **change}
+    with pytest.raises(RecordError) as error:
+        Question(**fields)
+    assert error.value.reason == reason

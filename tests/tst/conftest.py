@@ -17,12 +17,12 @@ def shortcut_root(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def shortcut_records(shortcut_root) -> list[dict]:
+def shortcut_records(shortcut_root) -> list:
     return load_benchmark("vru_accident", shortcut_root)
 
 
 @pytest.fixture(scope="session")
-def neutral_records(tmp_path_factory) -> list[dict]:
+def neutral_records(tmp_path_factory) -> list:
     """600 questions (100 videos) whose answers are independent of every non-visual input: half with options
     from a shared pool, half with options seen nowhere else (a text whose own answer leaked into its
     statistics would give these away)."""

@@ -10,8 +10,9 @@ import math
 import pandas as pd
 import pytest
 
-from lmms_eval_tasks import spec as spec_module
+from lmms_eval_tasks import spec_data
 from lmms_eval_tasks.loaders import BENCHMARKS
+from lmms_eval_tasks.records import Question
 from visdep_metrics.cli.main import main
 from visdep_metrics.tst.health import (
     answer_balance,
@@ -23,9 +24,9 @@ from visdep_metrics.tst.health import (
 )
 
 
-def _q(qid: str, options: list[str], answer: int) -> dict:
-    return {"question_id": qid, "benchmark": "b", "video": f"{qid}.mp4", "question": "Why?", "options": options,
-            "answer_index": answer, "category": None, "source": None}
+def _q(qid: str, options: list[str], answer: int) -> Question:
+    return Question(question_id=qid, benchmark="b", video=f"{qid}.mp4", question="Why?", options=options,
+                    answer_index=answer)
 
 
 RECORDS = [
@@ -116,7 +117,7 @@ def planted_benchmark(tmp_path):
                     "  options: ['{o0}', '{o1}', '{o2}', '{o3}']\n  answer: '{answer}'\n  video: 'v/{clip}.mp4'\n")
     yield spec, rows
     BENCHMARKS.pop("planted", None)
-    spec_module._REGISTERED.pop("planted", None)
+    spec_data._REGISTERED.pop("planted", None)
 
 
 def test_spec_report_on_planted_shortcuts(planted_benchmark, tmp_path):

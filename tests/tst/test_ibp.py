@@ -33,13 +33,13 @@ def test_ibp_lowers_measured_solvability(shortcut_records, shortcut_root):
     assert after["accuracy"] < after["chance"] + 0.1
     # the last trace row is the stress test of the kept set: run it afresh on those questions
     kept = set(result.kept_ids)
-    rerun = run_tst([r for r in shortcut_records if r["question_id"] in kept], FAST, progress=False)
+    rerun = run_tst([r for r in shortcut_records if r.question_id in kept], FAST, progress=False)
     assert after["accuracy"] == pytest.approx(rerun.summary["accuracy"])
     # What was pruned is mostly the shortcut questions, highest s first within each iteration.
     assert result.removed["question_id"].isin(shortcut).mean() > 0.85
     for _, batch in result.removed.groupby("iteration"):
         assert batch["s"].is_monotonic_decreasing
-    ids = [r["question_id"] for r in shortcut_records]
+    ids = [r.question_id for r in shortcut_records]
     assert set(result.kept_ids).isdisjoint(result.removed["question_id"])
     assert set(result.kept_ids) | set(result.removed["question_id"]) == set(ids)
     assert result.kept_ids == [q for q in ids if q in set(result.kept_ids)]  # benchmark order
@@ -80,7 +80,7 @@ def test_cli_writes_lists_trace_and_debiased_tasks(shortcut_root, shortcut_recor
     summary = json.loads((out / "ibp.json").read_text())
     assert summary["n_kept"] == len(shortcut_records) - 120
     # accuracy after pruning = the stress test (the CLI's defaults but 40 trees) of the kept ids it wrote
-    kept_records = [r for r in shortcut_records if r["question_id"] in set(kept)]
+    kept_records = [r for r in shortcut_records if r.question_id in set(kept)]
     rerun = run_tst(kept_records, TstConfig(n_estimators=40), progress=False)
     assert summary["accuracy_after"] == pytest.approx(rerun.summary["accuracy"])
     assert trace["accuracy"].iloc[-1] == pytest.approx(rerun.summary["accuracy"])
@@ -92,4 +92,6 @@ def test_cli_writes_lists_trace_and_debiased_tasks(shortcut_root, shortcut_recor
         task = yaml.safe_load((out / "tasks" / f"vru_accident_{mode}_debiased.yaml").read_text()
                               .replace("!function", "function"))
         assert task["task"] == f"vru_accident_{mode}_debiased"
-        assert task["dataset_kwargs"]["data_files"]["test"] == ids_file.name
+        # the ids file is the split named by the suffix: the task functions read the subset task's name from it
+        assert task["dataset_kwargs"]["data_files"] == {"debiased": ids_file.name}
+        assert task["test_split"] == "debiased"

@@ -4,24 +4,23 @@ shortcut found where there is one, the output contract, the command line."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
 import pytest
 
 from lmms_eval_tasks.loaders import load_benchmark
+from lmms_eval_tasks.records import Question
 from visdep_metrics.cli.main import main
+from visdep_metrics.tst.features import FEATURES, LABEL_FEATURES, label_features, option_table
 from visdep_metrics.tst.stress_test import (
-    FEATURES,
-    LABEL_FEATURES,
     S_X_COLUMNS,
     TstConfig,
     argmax_random_ties,
     cross_validation_setup,
     fold_design,
-    label_features,
     normalise_within_questions,
-    option_table,
     question_order_sha256,
     run_tst,
 )
@@ -29,8 +28,8 @@ from visdep_metrics.tst.stress_test import (
 FAST = TstConfig(folds=5, seed=7, n_estimators=60, n_jobs=1)
 
 
-def _shift_answers(records: list[dict], which: np.ndarray) -> list[dict]:
-    return [dict(r, answer_index=(r["answer_index"] + 1) % len(r["options"])) if which[i] else r
+def _shift_answers(records: list[Question], which: np.ndarray) -> list[Question]:
+    return [replace(r, answer_index=(r.answer_index + 1) % len(r.options)) if which[i] else r
             for i, r in enumerate(records)]
 
 
@@ -80,14 +79,14 @@ def test_shortcut_is_found(shortcut_records, shortcut_root):
 
 def test_folds_group_videos_and_stratify(shortcut_records):
     result = run_tst(shortcut_records, FAST, progress=False)
-    folds = result.s_x.assign(video=[r["video"] for r in shortcut_records])
+    folds = result.s_x.assign(video=[r.video for r in shortcut_records])
     assert (folds.groupby("video")["fold"].nunique() == 1).all()
     assert sorted(folds["fold"].unique()) == list(range(FAST.folds))
     sizes = folds["fold"].value_counts()
     assert sizes.max() - sizes.min() <= 0.15 * len(folds) / FAST.folds
     # Stratified: each fold's answer positions follow the benchmark's (a random video split of these 480
     # questions deviates by 0.06-0.12 for seeds 0-4; StratifiedGroupKFold by 0.03-0.05).
-    answers = np.array([r["answer_index"] for r in shortcut_records])
+    answers = np.array([r.answer_index for r in shortcut_records])
     per_fold = pd.crosstab(folds["fold"], answers, normalize="index")
     assert (per_fold - np.bincount(answers) / len(answers)).abs().max().max() < 0.06
     assert result.summary["stratified_by"] == "category (source if none) and answer position"
@@ -104,19 +103,14 @@ def test_seeded_and_deterministic(shortcut_records):
 def test_answer_rate_formula():
     """text_answer_rate = (a + alpha p0) / (n + alpha), counted per (category, normalised text) on the
     statistics rows only; an unseen text gets p0."""
-    records = [
-        {"question_id": "q0", "video": "v0", "question": "Q?", "options": ["Alpha.", "beta", "gamma"],
-         "answer_index": 0, "category": "c", "source": "s"},
-        {"question_id": "q1", "video": "v1", "question": "Q?", "options": ["alpha", "gamma", "delta"],
-         "answer_index": 2, "category": "c", "source": "s"},
-        {"question_id": "q2", "video": "v2", "question": "Q?", "options": ["alpha", "beta", "omega"],
-         "answer_index": 1, "category": "c", "source": "s"},
-    ]
+    written = [(["Alpha.", "beta", "gamma"], 0), (["alpha", "gamma", "delta"], 2), (["alpha", "beta", "omega"], 1)]
+    records = [Question(question_id=f"q{i}", benchmark="b", video=f"v{i}", question="Q?", options=options,
+                        answer_index=answer, category="c", source="s") for i, (options, answer) in enumerate(written)]
     table = option_table(records)
-    from visdep_metrics.tst.stress_test import _stat_keys
+    from visdep_metrics.tst.features import stat_keys
 
     stats_rows, target_rows = np.arange(6), np.arange(6, 9)
-    feats = label_features(table, _stat_keys(table), stats_rows, target_rows, smoothing=2.0)
+    feats = label_features(table, stat_keys(table), stats_rows, target_rows, smoothing=2.0)
     p0 = 2 / 6
     rate = feats[:, LABEL_FEATURES.index("text_answer_rate")]
     # 'alpha' (normalised from 'Alpha.') was the answer 1 of 2 times; 'beta' 0 of 1; 'omega' never seen.
@@ -143,7 +137,7 @@ def test_variable_k_benchmark(fixture_env):
     """AccidentBench (K from 2 to 12) through the loaders: probabilities per question sum over K options."""
     records = load_benchmark("accidentbench", fixture_env["ACCIDENTBENCH_ROOT"])
     result = run_tst(records, TstConfig(folds=3, n_estimators=20), progress=False)
-    k = np.array([len(r["options"]) for r in records])
+    k = np.array([len(r.options) for r in records])
     assert len(set(k)) > 2
     np.testing.assert_array_equal(result.s_x["n_options"], k)
     assert result.s_x["s"].between(0, 1).all()
@@ -158,7 +152,7 @@ def test_cli_writes_the_contract(shortcut_root, shortcut_records, tmp_path, caps
     s_x = pd.read_csv(out / "s_x.csv")
     summary = json.loads((out / "summary.json").read_text())
     assert list(s_x.columns) == S_X_COLUMNS
-    ids = [r["question_id"] for r in shortcut_records]
+    ids = [r.question_id for r in shortcut_records]
     assert s_x["question_id"].tolist() == ids
     assert summary["question_order_sha256"] == question_order_sha256(ids)
     assert summary["benchmark"] == "vru_accident" and summary["folds"] == 5 and summary["seed"] == 3

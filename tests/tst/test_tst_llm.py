@@ -5,12 +5,14 @@ the same s_x.csv / summary.json contract as TsT-RF."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
 import pytest
 
 from lmms_eval_tasks.loaders import load_benchmark
+from lmms_eval_tasks.records import Question
 from tests.helpers.shortcut_vru import write_shortcut_vru
 from visdep_metrics.cli.main import main
 from visdep_metrics.tst.stress_test import S_X_COLUMNS, question_order_sha256
@@ -27,13 +29,13 @@ def tiny_qwen2(tmp_path_factory):
     return build_tiny("qwen2", tmp_path_factory.mktemp("tiny_qwen2") / "qwen2")
 
 
-def _answer_at(records: list[dict], k: int) -> list[dict]:
+def _answer_at(records: list[Question], k: int) -> list[Question]:
     """The same questions with the answer moved to position k (the other options keep their order)."""
     moved = []
     for r in records:
-        options = list(r["options"])
-        options.insert(k, options.pop(r["answer_index"]))
-        moved.append(dict(r, options=options, answer_index=k))
+        options = list(r.options)
+        options.insert(k, options.pop(r.answer_index))
+        moved.append(replace(r, options=options, answer_index=k))
     return moved
 
 
@@ -64,7 +66,7 @@ def test_cli_llm_writes_the_contract(tiny_qwen2, fixture_env, tmp_path):
                  "--lora-alpha", "8", "--device", "cpu"]) == 0
     s_x = pd.read_csv(out / "s_x.csv")
     summary = json.loads((out / "summary.json").read_text())
-    ids = [r["question_id"] for r in load_benchmark("vru_accident", root)]
+    ids = [r.question_id for r in load_benchmark("vru_accident", root)]
     assert list(s_x.columns) == S_X_COLUMNS and s_x["question_id"].tolist() == ids
     assert summary["question_order_sha256"] == question_order_sha256(ids)
     assert summary["model"]["method"] == "TsT-LLM" and summary["folds"] == 2

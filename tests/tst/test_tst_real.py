@@ -6,6 +6,8 @@ shows the numbers `visdep tst --benchmark <name> --root <root> --out OUT` writes
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -17,7 +19,7 @@ REAL = {"mmau": "mm_au", "vru_accident": "vru_accident"}
 
 
 @pytest.fixture(scope="module")
-def real_records(shared_benchmarks) -> dict[str, list[dict]]:
+def real_records(shared_benchmarks) -> dict[str, list]:
     return {name: load_benchmark(name, shared_benchmarks / folder) for name, folder in REAL.items()}
 
 
@@ -45,7 +47,7 @@ def test_vru_accident_solvability(real_records):
     for row in summary["per_category"].values():
         assert row["n"] == 1000 and row["accuracy"] > 0.8
     # Six questions per video, never split across training and held-out folds.
-    videos = result.s_x.assign(video=[r["video"] for r in records]).groupby("video")["fold"]
+    videos = result.s_x.assign(video=[r.video for r in records]).groupby("video")["fold"]
     assert (videos.nunique() == 1).all() and (videos.size() == 6).all()
 
 
@@ -54,7 +56,7 @@ def test_permuted_answers_fall_to_chance(real_records, name):
     """The same texts with each answer index redrawn at random: the forest must find nothing. This ties
     the high solvability above to the real answers, not to leaked held-out labels."""
     rng = np.random.default_rng(0)
-    records = [dict(r, answer_index=int(rng.integers(len(r["options"])))) for r in real_records[name]]
+    records = [replace(r, answer_index=int(rng.integers(len(r.options)))) for r in real_records[name]]
     summary = run_tst(records, TstConfig(n_estimators=60), name, progress=False).summary
     n, chance = summary["n_questions"], summary["chance"]
     print(f"\n{name} with random answers: accuracy {100 * summary['accuracy']:.1f}% vs chance {100 * chance:.1f}%")

@@ -1,20 +1,32 @@
-"""Synthetic benchmark downloads in each official layout, for tests and the offline demo.
+"""Synthetic benchmark downloads, for tests and the offline demo: the content (questions with each format's
+quirks, and clips); `lmms_eval_tasks.layouts` lays them out as their owners distribute them.
 
-`write_fixtures(root)` lays out small copies of all four benchmarks exactly as their owners
-distribute them (annotation files with their quirks, mp4 videos made with PyAV, MM-AU frame
-folders) and returns the environment variables that point the tasks at them. Every video shows a
-different pattern, so a model that sees frames sees different inputs for different videos.
+`write_fixtures(root)` writes small copies of all four traffic benchmarks (annotation files, mp4 videos made with
+PyAV, MM-AU frame folders) and returns the environment variables that point the tasks at them;
+`write_general_fixtures(root)` the three general VideoQA benchmarks' Hugging Face records and videos. Every video
+shows a different pattern, so a model that sees frames sees different inputs for different videos.
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
 
-from lmms_eval_tasks.layouts import VruQuestion, write_frame_folder, write_mp4, write_vru_accident
-from lmms_eval_tasks.loaders import VRU_SOURCES, cap_group
+from lmms_eval_tasks.layouts import (
+    AccidentBenchQuestion,
+    CapQuestion,
+    DadaQuestion,
+    TrafficQaRecord,
+    VruQuestion,
+    write_accidentbench,
+    write_hub_split,
+    write_mmau,
+    write_mp4,
+    write_trafficqa,
+    write_vru_accident,
+)
+from lmms_eval_tasks.traffic import VRU_SOURCES
 
 CAUSES = ["pedestrian runs the red light.", "the car driver is in distracted driving.", "the car is out of control.",
           "the car ahead decelerates or stops suddenly.", "the car drives too fast with short braking distance.",
@@ -38,8 +50,6 @@ VRU_QUESTIONS = {
                                                                     "Bus drivers should check their mirrors"]),
 }
 VRU_SUFFIX = " Choose the correct option (A, B, C, or D) without any explanations."
-TRAFFICQA_HEADER = ["record_id", "vid_id", "vid_filename", "perspective", "q_body", "q_type", "option0", "option1",
-                    "option2", "option3", "answer"]
 
 
 def _frames(seed: int, n: int = 8, size: int = 64) -> np.ndarray:
@@ -56,43 +66,23 @@ def _frames(seed: int, n: int = 8, size: int = 64) -> np.ndarray:
     return out
 
 
-def write_mmau(root: Path, n_cap: int = 6, n_dada: int = 4, videos: bool = True) -> None:
-    """CAP `ArA label/test.json` (answers as strings) + DADA `testData.xls` (float cells, video
-    numbers repeated across accident types), with jpg / png frame folders."""
-    import xlwt
-
-    cap = []
+def write_mmau_fixture(root: Path, n_cap: int = 6, n_dada: int = 4, videos: bool = True) -> None:
+    """CAP answers as strings; DADA float cells and video numbers repeated across accident types; jpg / png frame
+    folders."""
+    cap, dada = [], []
     for i in range(n_cap):
-        acc_type = [1, 11, 12, 43, 44, 62][i % 6]
-        clip = f"{1000 + i:06d}"
-        opts = [CAUSES[(i + k) % len(CAUSES)] for k in range(5)]
-        cap.append({"video_id": str(7800 + i), "num_option": 5, "qid": "0", **{f"a{k}": o for k, o in enumerate(opts)},
-                    "answer": str(i % 5), "question": "what is the cause of the accident?",
-                    "video_name": f"{acc_type}-{clip}"})
-        if videos:
-            write_frame_folder(root / "CAP-DATA" / cap_group(acc_type) / str(acc_type) / clip / "images",
-                               _frames(100 + i), ".jpg", 6)
-    (root / "ArA label").mkdir(parents=True, exist_ok=True)
-    (root / "ArA label" / "test.json").write_text(json.dumps(cap, indent=1))
-
-    book = xlwt.Workbook()
-    sheet = book.add_sheet("Sheet1")
-    header = ["video", "type", "abnormal start frame", "accident frame", "abnormal end frame", "total frames",
-              "question", "answer", "a0", "a1", "a2", "a3", "a4"]
-    for c, h in enumerate(header):
-        sheet.write(0, c, h)
+        cap.append(CapQuestion(str(7800 + i), [1, 11, 12, 43, 44, 62][i % 6], f"{1000 + i:06d}",
+                               "what is the cause of the accident?",
+                               [CAUSES[(i + k) % len(CAUSES)] for k in range(5)], i % 5))
     for i in range(n_dada):
-        acc_type = [11, 43][i % 2]
-        video = f"{93 + i // 2:03d}"  # the same video number under two types, as in the real file
-        opts = [CAUSES[(i + 2 + k) % len(CAUSES)].capitalize().rstrip(".") for k in range(5)]
-        row = [video, float(acc_type), 1.0, 2.0, 3.0, 8.0, "What is the cause of the accident?", float((i + 3) % 5)]
-        for c, v in enumerate(row + opts):
-            sheet.write(i + 1, c, v)
-        if videos:
-            write_frame_folder(root / "DADA-DATA" / str(acc_type) / video / "images", _frames(200 + i), ".png", 4)
-    path = root / "Reason_Answering" / "data" / "dada" / "testData.xls"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    book.save(str(path))
+        dada.append(DadaQuestion(93 + i // 2, [11, 43][i % 2], "What is the cause of the accident?",  # 093 twice
+                                 [CAUSES[(i + 2 + k) % len(CAUSES)].capitalize().rstrip(".") for k in range(5)],
+                                 (i + 3) % 5, (1.0, 2.0, 3.0, 8.0)))
+    frames = {}
+    if videos:
+        frames = {q.frames_folder: _frames(100 + i) for i, q in enumerate(cap)}
+        frames |= {q.frames_folder: _frames(200 + i) for i, q in enumerate(dada)}
+    write_mmau(root, cap, dada, frames)
 
 
 def _vru_options(options: list[str], style: int) -> str:
@@ -123,37 +113,34 @@ def write_vru_fixture(root: Path, videos_per_source: int = 2, videos: bool = Tru
     write_vru_accident(root, questions, clips)
 
 
-def write_trafficqa(root: Path, n_questions: int = 8, videos: bool = True) -> None:
-    """`annotations/R2_test.jsonl`: JSON-list lines after a header; some options padded with ""."""
-    lines = [json.dumps(TRAFFICQA_HEADER)]
+def write_trafficqa_fixture(root: Path, n_questions: int = 8, videos: bool = True) -> None:
+    """Two questions per video; some options padded with "" (3-option and 2-option questions)."""
+    records, clips = [], {}
     for i in range(n_questions):
         options = ["Head-on collision", "No accident happened.", "The vehicle collided with road infrastructure.",
                    "Others"]
         answer = i % 4
         if i % 3 == 1:  # a padded 3-option question
-            pad = (answer + 1) % 4
-            options[pad] = ""
+            options[(answer + 1) % 4] = ""
         if i % 4 == 2:  # a padded 2-option question
             for pad in [(answer + 1) % 4, (answer + 2) % 4]:
                 options[pad] = ""
-        vid = f"b_clip_{i // 2:03d}.mp4"  # two questions per video
-        lines.append(json.dumps([9000 + i, 20000 + i // 2, vid, 1 + 2 * (i % 2), "What type of accident happened?",
-                                 "UAFRCI"[i % 6], *options, answer]))
+        vid = f"b_clip_{i // 2:03d}.mp4"
+        records.append(TrafficQaRecord(9000 + i, 20000 + i // 2, vid, 1 + 2 * (i % 2),
+                                       "What type of accident happened?", "UAFRCI"[i % 6], options, answer))
         if videos and i % 2 == 0:
-            write_mp4(root / "raw_videos" / vid, _frames(400 + i))
-    (root / "annotations").mkdir(parents=True, exist_ok=True)
-    (root / "annotations" / "R2_test.jsonl").write_text("\n".join(lines) + "\n")
+            clips[f"raw_videos/{vid}"] = _frames(400 + i)
+    write_trafficqa(root, records, clips)
 
 
-def write_accidentbench(root: Path, per_file: int = 2, videos: bool = True) -> None:
-    """`land_space/<length>/<level>/<style>.json`: shuffled options carrying their own letter
-    (lowercase in one file), K from 2 to 12, scene names without extension."""
+def write_accidentbench_fixture(root: Path, per_file: int = 2, videos: bool = True) -> None:
+    """Shuffled options carrying their own letter (lowercase in one file), K from 2 to 12, scene names without
+    extension."""
     rng = np.random.default_rng(5)
-    n = 0
+    questions, clips, n = [], {}, 0
     for length in ("short", "long"):
         for level, k in (("easy", 2), ("hard", 12)):
             for style in ("temporal_causal_reasoning", "spatial_reasoning"):
-                rows = []
                 for _ in range(per_file):
                     kk = k if n % 2 == 0 else max(2, k // 2)
                     letters = "ABCDEFGHIJKL"[:kk]
@@ -161,17 +148,14 @@ def write_accidentbench(root: Path, per_file: int = 2, videos: bool = True) -> N
                         letters = letters.lower()
                     texts = [f"[{2 * j},{2 * j + 1}] vehicles" for j in range(kk)]
                     order = rng.permutation(kk)
-                    scene = f"{n:06d}"
-                    rows.append({"id": n, "dataset": f"land_space_{length}", "scene_name": scene,
-                                 "reasoning_style": style, "question": "How many vehicles are involved?",
-                                 "ground_truth": letters[n % kk].upper(),
-                                 "options": [f"{letters[j]}. {texts[j]}" for j in order]})
+                    question = AccidentBenchQuestion(length, level, n, f"land_space_{length}", f"{n:06d}", style,
+                                                     "How many vehicles are involved?", letters[n % kk].upper(),
+                                                     [f"{letters[j]}. {texts[j]}" for j in order])
+                    questions.append(question)
                     if videos:
-                        write_mp4(root / "videos" / f"{scene}.mp4", _frames(500 + n))
+                        clips[question.video_path] = _frames(500 + n)
                     n += 1
-                path = root / "land_space" / length / level / f"{style}.json"
-                path.parent.mkdir(parents=True, exist_ok=True)
-                path.write_text(json.dumps(rows, indent=1))
+    write_accidentbench(root, questions, clips)
 
 
 def write_fixtures(root: str | Path, videos: bool = True, scale: int = 1) -> dict[str, str]:
@@ -181,10 +165,10 @@ def write_fixtures(root: str | Path, videos: bool = True, scale: int = 1) -> dic
     root = Path(root)
     env = {"MMAU_ROOT": root / "mm_au", "VRU_ACCIDENT_ROOT": root / "vru_accident",
            "TRAFFICQA_ROOT": root / "trafficqa", "ACCIDENTBENCH_ROOT": root / "accidentbench"}
-    write_mmau(env["MMAU_ROOT"], n_cap=6 * scale, n_dada=4 * scale, videos=videos)
+    write_mmau_fixture(env["MMAU_ROOT"], n_cap=6 * scale, n_dada=4 * scale, videos=videos)
     write_vru_fixture(env["VRU_ACCIDENT_ROOT"], videos_per_source=2 * scale, videos=videos)
-    write_trafficqa(env["TRAFFICQA_ROOT"], n_questions=8 * scale, videos=videos)
-    write_accidentbench(env["ACCIDENTBENCH_ROOT"], per_file=2 * scale, videos=videos)
+    write_trafficqa_fixture(env["TRAFFICQA_ROOT"], n_questions=8 * scale, videos=videos)
+    write_accidentbench_fixture(env["ACCIDENTBENCH_ROOT"], per_file=2 * scale, videos=videos)
     return {k: str(v) for k, v in env.items()}
 
 
@@ -192,14 +176,6 @@ def write_fixtures(root: str | Path, videos: bool = True, scale: int = 1) -> dic
 VIDEOMME_DOMAINS = ["Knowledge", "Film & Television", "Sports Competition", "Life Record"]
 VIDEOMME_TASKS = ["Counting Problem", "Action Reasoning", "Object Recognition", "Temporal Perception"]
 MLVU_TYPES = ["plotQA", "needle", "ego", "count", "order", "anomaly_reco", "topic_reasoning"]
-
-
-def _write_parquet(path: Path, rows: list[dict]) -> None:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    pq.write_table(pa.Table.from_pylist(rows), path)
 
 
 def write_videomme(annotations: Path, videos: Path | None, n_videos: int = 4) -> None:
@@ -222,7 +198,7 @@ def write_videomme(annotations: Path, videos: Path | None, n_videos: int = 4) ->
         if videos is not None:
             suffix = ".mkv" if v == n_videos - 1 else ".MP4" if v == n_videos - 2 else ".mp4"
             write_mp4(videos / "data" / f"{video_id}{suffix}", _frames(600 + v, n=12))
-    _write_parquet(annotations / "videomme" / "test-00000-of-00001.parquet", rows)
+    write_hub_split(annotations, "videomme", rows)
 
 
 def write_longvideobench(annotations: Path, videos: Path | None, n_questions: int = 6) -> None:
@@ -241,7 +217,7 @@ def write_longvideobench(annotations: Path, videos: Path | None, n_questions: in
                      "starting_timestamp_for_subtitles": 0.0})
         if videos is not None and i % 2 == 0:
             write_mp4(videos / "videos" / video_path, _frames(700 + i, n=10))
-    _write_parquet(annotations / "validation-00000-of-00001.parquet", rows)
+    write_hub_split(annotations, "longvideobench", rows)
 
 
 def write_mlvu(annotations: Path, videos: Path | None) -> None:
@@ -259,7 +235,7 @@ def write_mlvu(annotations: Path, videos: Path | None) -> None:
             write_mp4(videos / f"{task_type}_{i}.mp4", _frames(800 + i, n=10))
     rows.append({"video_name": "summary_0.mp4", "duration": 300.0, "question": "Summarize the video.",
                  "candidates": None, "answer": "A car crashes.", "task_type": "summary", "question_id": "summary_0"})
-    _write_parquet(annotations / "mlvu" / "test-00000-of-00001.parquet", rows)
+    write_hub_split(annotations, "mlvu", rows)
 
 
 def write_general_fixtures(root: str | Path, videos: bool = True) -> dict[str, str]:

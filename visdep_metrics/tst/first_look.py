@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from lmms_eval_tasks.records import LETTERS
+from lmms_eval_tasks.records import LETTERS, Question
 from visdep_metrics.tst.health import health_summary
 from visdep_metrics.tst.stress_test import TstConfig, TstResult, format_summary, run_tst, write_tst
 
@@ -35,17 +35,17 @@ def verdict(summary: dict) -> str:
     return f"**No evidence that the text gives answers away.** {measured}: the interval includes chance."
 
 
-def most_text_solvable(records: Sequence[dict], result: TstResult, top: int) -> pd.DataFrame:
+def most_text_solvable(records: Sequence[Question], result: TstResult, top: int) -> pd.DataFrame:
     """The `top` questions with the highest held-out probability of the correct option, s(x), with their text."""
     order = result.s_x["s"].to_numpy().argsort(kind="stable")[::-1][:top]
     rows = []
     for rank, q in enumerate(order, 1):
         r = records[q]
-        rows.append({"rank": rank, "question_id": r["question_id"], "category": r["category"],
+        rows.append({"rank": rank, "question_id": r.question_id, "category": r.category,
                      "s": float(result.s_x["s"].iloc[q]), "correct": int(result.s_x["correct"].iloc[q]),
-                     "question": r["question"],
-                     "options": " | ".join(f"{LETTERS[k]}. {o}" for k, o in enumerate(r["options"])),
-                     "answer": LETTERS[r["answer_index"]]})
+                     "question": r.question,
+                     "options": " | ".join(f"{LETTERS[k]}. {o}" for k, o in enumerate(r.options)),
+                     "answer": LETTERS[r.answer_index]})
     return pd.DataFrame(rows, columns=TOP_COLUMNS)
 
 
@@ -63,13 +63,13 @@ def _markdown_table(frame: pd.DataFrame) -> list[str]:
     return lines
 
 
-def render_report(name: str, origin: str, records: Sequence[dict], result: TstResult, figures: dict,
+def render_report(name: str, origin: str, records: Sequence[Question], result: TstResult, figures: dict,
                   tables: dict[str, pd.DataFrame], top: pd.DataFrame) -> str:
     n = len(records)
-    k_counts = Counter(len(r["options"]) for r in records)
-    categories = Counter(r["category"] for r in records if r["category"])
+    k_counts = Counter(len(r.options) for r in records)
+    categories = Counter(r.category for r in records if r.category)
     lines = [f"# First look at {name}: does its text give the answers away?", "", verdict(result.summary), "",
-             f"{origin}: {n:,} questions about {len({r['video'] for r in records}):,} videos; options per question "
+             f"{origin}: {n:,} questions about {len({r.video for r in records}):,} videos; options per question "
              f"{dict(sorted(k_counts.items()))}; chance {100 * figures['chance']:.1f}%"
              + (f"; categories {dict(categories)}" if categories else "") + ".",
              "", "No model and no video were used: everything below comes from the annotation text.", "",
@@ -108,21 +108,21 @@ def render_report(name: str, origin: str, records: Sequence[dict], result: TstRe
     lines += [f"## The {len(top)} most text-solvable questions", "",
               "Highest s(x), the held-out probability TsT-RF gives the correct option (the forest never saw the "
               "question's own answer).", ""]
-    by_id = {r["question_id"]: r for r in records}
+    by_id = {r.question_id: r for r in records}
     for row in top.itertuples(index=False):
         record = by_id[row.question_id]
         lines += [f"{row.rank}. `{row.question_id}`" + (f" ({row.category})" if row.category else "")
                   + f": s = {row.s:.3f}, {'right' if row.correct else 'wrong'} when held out", "",
-                  f"   {record['question']}", ""]
-        lines += [f"   - {LETTERS[k]}. {o}{'  ← answer' if k == record['answer_index'] else ''}"
-                  for k, o in enumerate(record["options"])] + [""]
+                  f"   {record.question}", ""]
+        lines += [f"   - {LETTERS[k]}. {o}{'  ← answer' if k == record.answer_index else ''}"
+                  for k, o in enumerate(record.options)] + [""]
     lines += ["## Files", "",
               "`health.json` (these figures), `answer_balance.csv`, `recurring_answers.csv`, `option_pairs.csv`, "
               "`most_text_solvable.csv`, `tst/s_x.csv` and `tst/summary.json` (pass `tst/` to `visdep audit --tst`)."]
     return "\n".join(lines) + "\n"
 
 
-def write_first_look(records: Sequence[dict], name: str, origin: str, out: str | Path,
+def write_first_look(records: Sequence[Question], name: str, origin: str, out: str | Path,
                      config: TstConfig | None = None, top: int = 10) -> list[Path]:
     """Run the stress test and the health figures on `records` and write OUT; returns the written paths."""
     records = list(records)

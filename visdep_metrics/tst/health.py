@@ -14,7 +14,7 @@ section 2.3: skewed answers, imbalanced labels), counted directly so a designer 
   driving" / "is not in distracted driving"; "notices the vehicle" / "does not notice the vehicle", MM-AU),
   and whether the answer is one of the pair (2/K of the time if the pair told nothing).
 
-Texts are compared lower-cased, as their alphanumeric words (`stress_test.words_of`), with "n't" and
+Texts are compared lower-cased, as their alphanumeric words (`features.words_of`), with "n't" and
 "cannot" read as "not".
 """
 
@@ -28,8 +28,8 @@ import numpy as np
 import pandas as pd
 from scipy.stats import chisquare
 
-from lmms_eval_tasks.records import LETTERS
-from visdep_metrics.tst.stress_test import words_of
+from lmms_eval_tasks.records import LETTERS, Question
+from visdep_metrics.tst.features import words_of
 
 NEGATIONS = frozenset({"not", "no", "never", "none", "nobody", "nothing", "neither", "nor", "without"})
 ARTICLES = frozenset({"a", "an", "the"})
@@ -52,12 +52,12 @@ def _key(text: str) -> str:
 
 
 # --------------------------------------------------------------------------- answer positions
-def answer_balance(records: Sequence[dict]) -> tuple[pd.DataFrame, list[dict]]:
+def answer_balance(records: Sequence[Question]) -> tuple[pd.DataFrame, list[dict]]:
     """(per K and letter: answers at that position, their share, 1/K; per K: n, the most frequent letter and its
     share, chi-square statistic and p-value against uniform positions)."""
     by_k: dict[int, Counter] = defaultdict(Counter)
     for r in records:
-        by_k[len(r["options"])][r["answer_index"]] += 1
+        by_k[len(r.options)][r.answer_index] += 1
     rows, tests = [], []
     for k in sorted(by_k):
         counts = np.array([by_k[k][i] for i in range(k)])
@@ -73,33 +73,33 @@ def answer_balance(records: Sequence[dict]) -> tuple[pd.DataFrame, list[dict]]:
 
 
 # --------------------------------------------------------------------------- recurring answers
-def recurring_answers(records: Sequence[dict]) -> pd.DataFrame:
+def recurring_answers(records: Sequence[Question]) -> pd.DataFrame:
     """Option texts that are the correct answer of two or more questions: how often correct, how often a
     distractor, and answer_rate = correct / (correct + distractor); most often correct first."""
     correct, distractor, shown = Counter(), Counter(), {}
     for r in records:
-        for k, option in enumerate(r["options"]):
+        for k, option in enumerate(r.options):
             key = _key(option)
             shown.setdefault(key, option)
-            (correct if k == r["answer_index"] else distractor)[key] += 1
+            (correct if k == r.answer_index else distractor)[key] += 1
     rows = [{"text": shown[key], "n_correct": n, "n_distractor": distractor[key],
              "answer_rate": n / (n + distractor[key])} for key, n in correct.items() if n >= 2]
     frame = pd.DataFrame(rows, columns=RECURRING_COLUMNS)
     return frame.sort_values(["n_correct", "answer_rate"], ascending=False, kind="stable").reset_index(drop=True)
 
 
-def answer_frequency_heuristic(records: Sequence[dict]) -> np.ndarray:
+def answer_frequency_heuristic(records: Sequence[Question]) -> np.ndarray:
     """Per question, the expected correctness of picking the option whose text is most often the correct answer of
     the other questions (leave-one-out; a tie among m options, all-zero included, scores 1/m if the answer is
     among them)."""
-    correct = Counter(_key(r["options"][r["answer_index"]]) for r in records)
+    correct = Counter(_key(r.options[r.answer_index]) for r in records)
     scores = np.empty(len(records))
     for q, r in enumerate(records):
-        answer_key = _key(r["options"][r["answer_index"]])
-        elsewhere = [correct[_key(o)] - (_key(o) == answer_key) for o in r["options"]]
+        answer_key = _key(r.options[r.answer_index])
+        elsewhere = [correct[_key(o)] - (_key(o) == answer_key) for o in r.options]
         best = max(elsewhere)
         tied = [k for k, v in enumerate(elsewhere) if v == best]
-        scores[q] = (r["answer_index"] in tied) / len(tied)
+        scores[q] = (r.answer_index in tied) / len(tied)
     return scores
 
 
@@ -126,32 +126,32 @@ def _pair_kind(words_a: list[str], words_b: list[str]) -> str | None:
     return None
 
 
-def option_pairs(records: Sequence[dict]) -> pd.DataFrame:
+def option_pairs(records: Sequence[Question]) -> pd.DataFrame:
     """Pairs of options of one question that are duplicates, near-duplicates or negated near-copies."""
     rows = []
     for r in records:
-        words = [text_words(o) for o in r["options"]]
+        words = [text_words(o) for o in r.options]
         for a in range(len(words)):
             for b in range(a + 1, len(words)):
                 kind = _pair_kind(words[a], words[b])
                 if kind is not None:
-                    rows.append({"question_id": r["question_id"], "kind": kind, "option_a": LETTERS[a],
-                                 "option_b": LETTERS[b], "text_a": r["options"][a], "text_b": r["options"][b],
-                                 "involves_answer": r["answer_index"] in (a, b)})
+                    rows.append({"question_id": r.question_id, "kind": kind, "option_a": LETTERS[a],
+                                 "option_b": LETTERS[b], "text_a": r.options[a], "text_b": r.options[b],
+                                 "involves_answer": r.answer_index in (a, b)})
     return pd.DataFrame(rows, columns=PAIR_COLUMNS)
 
 
 # --------------------------------------------------------------------------- all figures
-def health_summary(records: Sequence[dict]) -> tuple[dict, dict[str, pd.DataFrame]]:
+def health_summary(records: Sequence[Question]) -> tuple[dict, dict[str, pd.DataFrame]]:
     """(figures for report.md and health.json, tables for the CSVs)."""
     n = len(records)
     balance, balance_tests = answer_balance(records)
     recurring = recurring_answers(records)
     pairs = option_pairs(records)
     recurring_keys = {_key(t) for t in recurring["text"]}
-    answer_keys = [_key(r["options"][r["answer_index"]]) for r in records]
+    answer_keys = [_key(r.options[r.answer_index]) for r in records]
     heuristic = answer_frequency_heuristic(records)
-    chance = float(np.mean([1 / len(r["options"]) for r in records]))
+    chance = float(np.mean([1 / len(r.options) for r in records]))
 
     def questions_with(kind: str, answer_only: bool = False) -> set[str]:
         chosen = pairs.loc[pairs["kind"] == kind]
@@ -161,7 +161,7 @@ def health_summary(records: Sequence[dict]) -> tuple[dict, dict[str, pd.DataFram
 
     negated = questions_with("negated")
     negated_with_answer = questions_with("negated", answer_only=True)
-    k_of = {r["question_id"]: len(r["options"]) for r in records}
+    k_of = {r.question_id: len(r.options) for r in records}
     figures = {
         "n_questions": n,
         "chance": chance,

@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 from loguru import logger
 
+from lmms_eval_tasks.records import Question
 from visdep_metrics.provenance import package_versions
 from visdep_metrics.tst.stress_test import (
     TstConfig,
@@ -51,7 +52,7 @@ def resolve_budget(budget: float, n_questions: int) -> int:
     raise ValueError(f"budget {budget!r}: give a fraction in (0, 1) or a whole number of questions >= 1")
 
 
-def iterative_bias_pruning(records: Sequence[dict], budget: int, batch_size: int, threshold: float | None = None,
+def iterative_bias_pruning(records: Sequence[Question], budget: int, batch_size: int, threshold: float | None = None,
                            config: TstConfig | None = None, benchmark: str | None = None,
                            progress: bool = True) -> IbpResult:
     """Prune at most `budget` questions in batches of `batch_size` (see the module docstring)."""
@@ -88,20 +89,20 @@ def iterative_bias_pruning(records: Sequence[dict], budget: int, batch_size: int
             order = order[s[order] > threshold]
         batch = order[:min(batch_size, left)]
         next_remaining = _without(remaining, batch)
-        if len({r["video"] for r in next_remaining}) < config.folds:  # the next stress test could not split them
+        if len({r.video for r in next_remaining}) < config.folds:  # the next stress test could not split them
             stop = f"fewer than {config.folds} videos would remain"
             break
-        removed += [{"question_id": remaining[i]["question_id"], "category": remaining[i]["category"],
+        removed += [{"question_id": remaining[i].question_id, "category": remaining[i].category,
                      "iteration": iteration, "s": float(s[i])} for i in batch]
         remaining = next_remaining
         iteration += 1
     logger.info(f"IBP stopped ({stop}): removed {len(removed)}, kept {len(remaining)}")
-    return IbpResult([r["question_id"] for r in remaining],
+    return IbpResult([r.question_id for r in remaining],
                      pd.DataFrame(removed, columns=["question_id", "category", "iteration", "s"]),
                      pd.DataFrame(trace, columns=TRACE_COLUMNS), result, stop)
 
 
-def _without(records: list[dict], positions: np.ndarray) -> list[dict]:
+def _without(records: list[Question], positions: np.ndarray) -> list[Question]:
     drop = set(positions.tolist())
     return [r for i, r in enumerate(records) if i not in drop]
 

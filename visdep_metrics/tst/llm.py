@@ -24,7 +24,7 @@ import numpy as np
 from loguru import logger
 from tqdm.auto import tqdm
 
-from lmms_eval_tasks.loaders import LETTERS
+from lmms_eval_tasks.records import LETTERS, Question
 from lmms_eval_tasks.tasks import build_prompt
 from visdep_metrics.tst.stress_test import TstResult, question_folds, score_table, summarize
 
@@ -58,12 +58,12 @@ def letter_token_ids(tokenizer, n: int) -> list[int]:
     return ids
 
 
-def prompt_token_ids(tokenizer, records: Sequence[dict], max_length: int) -> list[list[int]]:
+def prompt_token_ids(tokenizer, records: Sequence[Question], max_length: int) -> list[list[int]]:
     """The chat-templated prompt of each question up to the assistant's first token (raw prompt + newline for a
     tokenizer without a chat template)."""
     out = []
     for r in records:
-        prompt = build_prompt(r["question"], r["options"])
+        prompt = build_prompt(r.question, r.options)
         if tokenizer.chat_template:
             text = tokenizer.apply_chat_template([{"role": "user", "content": prompt}], tokenize=False,
                                                  add_generation_prompt=True)
@@ -72,7 +72,7 @@ def prompt_token_ids(tokenizer, records: Sequence[dict], max_length: int) -> lis
         # The template already carries the special tokens (a Llama-3 tokenizer would add a second BOS).
         ids = tokenizer.encode(text, add_special_tokens=not tokenizer.chat_template)
         if len(ids) > max_length:
-            raise ValueError(f"question {r['question_id']!r}: prompt of {len(ids)} tokens exceeds max_length "
+            raise ValueError(f"question {r.question_id!r}: prompt of {len(ids)} tokens exceeds max_length "
                              f"{max_length}")
         out.append(ids)
     return out
@@ -96,7 +96,7 @@ def _letter_logits(model, prompts: list[list[int]], letters, n_options: np.ndarr
     return logits.masked_fill(beyond, float("-inf"))
 
 
-def run_tst_llm(records: Sequence[dict], config: LlmTstConfig, benchmark: str | None = None,
+def run_tst_llm(records: Sequence[Question], config: LlmTstConfig, benchmark: str | None = None,
                 progress: bool = True) -> TstResult:
     """k-fold TsT-LLM (see the module docstring); the same outputs as `visdep_metrics.tst.stress_test.run_tst`."""
     import torch
@@ -108,7 +108,7 @@ def run_tst_llm(records: Sequence[dict], config: LlmTstConfig, benchmark: str | 
         raise ImportError("TsT-LLM needs the peft package: pip install 'peft>=0.13'") from e
 
     records = list(records)
-    benchmark = benchmark or records[0]["benchmark"]
+    benchmark = benchmark or records[0].benchmark
     device = torch.device("cuda" if config.device == "auto" and torch.cuda.is_available() else
                           ("cpu" if config.device == "auto" else config.device))
     dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
@@ -117,8 +117,8 @@ def run_tst_llm(records: Sequence[dict], config: LlmTstConfig, benchmark: str | 
     base = AutoModelForCausalLM.from_pretrained(config.model, dtype=dtype, **load).to(device)
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
 
-    n_options = np.array([len(r["options"]) for r in records])
-    answers = np.array([r["answer_index"] for r in records])
+    n_options = np.array([len(r.options) for r in records])
+    answers = np.array([r.answer_index for r in records])
     letters = letter_token_ids(tokenizer, int(n_options.max()))
     prompts = prompt_token_ids(tokenizer, records, config.max_length)
     fold_of_question, _, _, stratified_by = question_folds(records, config.folds, config.seed)

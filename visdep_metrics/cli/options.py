@@ -1,0 +1,43 @@
+"""Options several commands share: `--spec` (a benchmark of your own) and the stress test's settings."""
+
+from __future__ import annotations
+
+import argparse
+
+from lmms_eval_tasks.loaders import BENCHMARKS
+
+
+def add_spec_argument(parser: argparse.ArgumentParser) -> None:
+    """`--spec SPEC`, repeatable: benchmarks described by specs, registered before the command runs."""
+    parser.add_argument("--spec", action="append", default=[], metavar="SPEC",
+                        help="a benchmark spec YAML (configs/specs/*.yaml, docs/specs.md); its benchmark is then known "
+                             "by its name; repeatable")
+
+
+def benchmark_from_arguments(benchmark: str | None, spec_names: list[str]) -> str:
+    """--benchmark, or the benchmark of the one --spec when --benchmark is not given."""
+    if benchmark:
+        if benchmark not in BENCHMARKS:
+            raise KeyError(f"unknown benchmark {benchmark!r}; known: {', '.join(BENCHMARKS)} (a benchmark of your "
+                           f"own: --spec SPEC)")
+        return benchmark
+    if len(spec_names) == 1:
+        return spec_names[0]
+    raise KeyError(f"name the benchmark: --benchmark NAME (one of {', '.join(BENCHMARKS)}), or one --spec SPEC")
+
+
+def add_stress_test_options(p: argparse.ArgumentParser) -> None:
+    """The stress test's options (`tst_config` reads them): folds, seed and the forests' settings."""
+    p.add_argument("--folds", type=int, default=5, help="cross-validation folds (default 5)")
+    p.add_argument("--seed", type=int, default=42, help="seed of folds, forests and tie-breaking (default 42)")
+    p.add_argument("--n-estimators", type=int, default=200, help="trees per forest (default 200)")
+    p.add_argument("--min-samples-leaf", type=int, default=3, help="forest leaf size (default 3)")
+    p.add_argument("--n-jobs", type=int, default=1, help="cores per forest (default 1; -1 = all)")
+
+
+def tst_config(args):
+    """The TstConfig of the options `add_stress_test_options` added."""
+    from visdep_metrics.tst.stress_test import TstConfig
+
+    return TstConfig(folds=args.folds, seed=args.seed, n_estimators=args.n_estimators,
+                     min_samples_leaf=args.min_samples_leaf, n_jobs=args.n_jobs)
