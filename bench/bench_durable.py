@@ -1,6 +1,10 @@
-"""The cost of durability: scoring with `--use_cache` (each batch appended and fsync'd) against without.
+"""The cost of durability: scoring with `--use_cache` against without.
 
-    python bench/bench_durable.py [--questions 96] [--batch-size 8] [--repeats 3] [--threads 1]
+    python bench/bench_durable.py [--questions 96] [--batch-size 8] [--repeats 3] [--threads 1] [--vlm-size bench]
+
+With the store on, a run also keys every question on what the model is shown (its templated prompt, tokens and
+video identity: each video file's stat and sampled content) and writes each batch as checksummed records,
+fsync'd, into a file of its own (`model_adapters.durable`).
 
 In one run, alternating, keeping the fastest of `--repeats`: the same questions scored by the same adapter
 (1) with the durable store off and (2) into a fresh store, for two cases that bracket the ratio:
@@ -55,6 +59,8 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--vlm-size", choices=("bench", "test"), default="bench",
+                        help="tiny Qwen2.5-VL size: bench (the claim) or test (a quick check that the bench runs)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     from model_adapters.llm import VisdepLLM
@@ -65,15 +71,15 @@ def main() -> None:
         os.environ.update(write_fixtures(work / "data", scale=max(1, args.questions // 48 + 1)))
         os.environ["VISDEP_SCORING"] = "letter"
         # numbered: the synthetic benchmark repeats question texts, and identical questions are scored once
-        docs = [{**d, "question": f"{d['question']} (#{i})"}
+        docs = [{**d.document(), "question": f"{d.question} (#{i})"}
                 for i, d in enumerate(load_benchmark("vru_accident")[: args.questions])]
-        vlm = VisdepVLM(pretrained=str(build_tiny("qwen2_5_vl", work / "qwen_vl", size="bench")), device="cpu",
+        vlm = VisdepVLM(pretrained=str(build_tiny("qwen2_5_vl", work / "qwen_vl", size=args.vlm_size)), device="cpu",
                         dtype="float32", batch_size=args.batch_size, max_frames=16)
         llm = VisdepLLM(pretrained=str(build_tiny("qwen2", work / "qwen2")), device="cpu", dtype="float32",
                         batch_size=args.batch_size)
         print(f"{len(docs)} questions, batch {args.batch_size}, {args.threads} thread(s), fastest of {args.repeats}")
         print(f"{'case':42} {'off s':>8} {'on s':>8} {'ms/quest':>9} {'ratio':>6}")
-        bench("Qwen2.5-VL (bench size), video, letter", vlm, docs, True, args.repeats, work)
+        bench(f"Qwen2.5-VL ({args.vlm_size} size), video, letter", vlm, docs, True, args.repeats, work)
         bench("Qwen2 LLM (test size), blind, letter", llm, docs, False, args.repeats, work)
 
 

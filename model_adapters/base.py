@@ -5,6 +5,11 @@ lmms-eval's `multiple_choice` sends the K options of a document as K requests wi
 context and visual; padding copies of data-parallel ranks repeat a real request. Requests are
 grouped by (task, split, doc_id, context), each distinct continuation is scored once, and every
 request gets the value of its own continuation, in input order.
+
+Once loaded, an adapter knows what it is: its score-changing arguments with defaults filled in
+(`model_adapters.settings`), its checkpoint's identity (`model_adapters.identity`). It tells the
+evaluation hook (`record_model`, written into `results["visdep"]["model"]`) and keys its durable
+store on them (`model_adapters.durable`).
 """
 
 from __future__ import annotations
@@ -12,6 +17,8 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from importlib.metadata import PackageNotFoundError
+from importlib.metadata import version as _version
 
 import torch
 import torch.distributed as dist
@@ -19,7 +26,8 @@ from accelerate import Accelerator
 from lmms_eval.api.model import lmms
 from loguru import logger
 
-from model_adapters import durable
+from lmms_eval_tasks.evaluation_hooks import record_model
+from model_adapters import durable, identity, settings
 from model_adapters.scoring import Question, ScoringError, score_questions
 
 # `from_pretrained` keywords passed through from --model_args (anything else is an error).
@@ -42,7 +50,9 @@ class QuestionRequest:
     visuals: list
     qid: str
     continuations: list[str] = field(default_factory=list)  # as the task asked for them
-    scored: list[str] = field(default_factory=list)  # the strings scored after the adapter's prompt (build_questions)
+    # set by build_questions: the templated text the options are scored after, and the strings scored after it
+    prompt: str = ""
+    scored: list[str] = field(default_factory=list)
 
 
 class ScoringAdapter(lmms):
@@ -52,8 +62,8 @@ class ScoringAdapter(lmms):
     adapter_name = "visdep"
     own_arguments: tuple[str, ...] = ()  # adapter-specific model_args, named in errors
 
-    def __init__(self, pretrained: str, dtype: str = "auto", device: str | None = None, device_map: str | None = None,
-                 batch_size: int | str = 1, attn_implementation: str | None = None,
+    def __init__(self, pretrained: str, dtype: str = settings.DEFAULT_DTYPE, device: str | None = None,
+                 device_map: str | None = None, batch_size: int | str = 1, attn_implementation: str | None = None,
                  max_batch_size: int | None = None, **from_pretrained_kwargs) -> None:
         super().__init__()
         unknown = sorted(set(from_pretrained_kwargs) - MODEL_KEYWORDS)
@@ -70,9 +80,11 @@ class ScoringAdapter(lmms):
             raise ValueError(f"{self.adapter_name}: batch_size must be an integer, got {batch_size!r}") from None
         if self.batch_size_per_device < 1:
             raise ValueError(f"{self.adapter_name}: batch_size must be >= 1, got {batch_size!r}")
-        if str(dtype) not in DTYPES:
+        dtype = settings.canonical_value("dtype", dtype)
+        if dtype not in DTYPES:
             raise ValueError(f"{self.adapter_name}: dtype {dtype!r} not one of {', '.join(DTYPES)}")
         self.pretrained = str(pretrained)
+        self.given_arguments = {"dtype": dtype, **from_pretrained_kwargs}
         self.accelerator = Accelerator()  # lmms-eval's evaluator uses it for its collectives
         if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
             # Data parallel (torchrun, or accelerate launch on GPUs): a full model per rank on the rank's
@@ -84,7 +96,7 @@ class ScoringAdapter(lmms):
             self._device = torch.device("cpu" if on_cpu else f"cuda:{os.environ.get('LOCAL_RANK', '0')}")
         else:
             self._device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
-        self.model_kwargs = dict(from_pretrained_kwargs, dtype=DTYPES[str(dtype)])
+        self.model_kwargs = dict(from_pretrained_kwargs, dtype=DTYPES[dtype])
         if attn_implementation:
             self.model_kwargs["attn_implementation"] = attn_implementation
         if device_map:
@@ -96,6 +108,10 @@ class ScoringAdapter(lmms):
         else:
             self._model.to(self._device)
         self._model.eval()
+        self.run_settings = settings.score_settings(self.adapter_name, self.score_settings())
+        self.checkpoint = self.checkpoint_identity()
+        record_model({"adapter": self.adapter_name, "pretrained": self.pretrained, "settings": self.run_settings,
+                      "checkpoint": self.checkpoint, "code": identity.code_identity(), **library_versions()})
         logger.info(f"{self.adapter_name}: {type(self._model).__name__} from {self.pretrained} on {self._device} "
                     f"(rank {self.rank}/{self.world_size}, batch_size {self.batch_size_per_device})")
 
@@ -123,15 +139,26 @@ class ScoringAdapter(lmms):
         return f"{type(self).__name__}(pretrained={self.pretrained!r})"
 
     def score_settings(self) -> dict:
-        """Everything besides the question that changes a value: the durable store's model key."""
-        import transformers
+        """The model_args this adapter was given (adapters add their own), before `settings.score_settings` keeps
+        those that change a score, fills in the defaults and writes each value one way (`self.run_settings`)."""
+        return dict(self.given_arguments)
 
-        return {"adapter": self.adapter_name, "pretrained": self.pretrained,
-                "checkpoint": durable.checkpoint_identity(self.pretrained, self._model.config),
-                **{k: self.model_kwargs.get(k) for k in ("revision", "subfolder", "variant", "gguf_file",
-                                                         "attn_implementation")},
-                "dtype": str(self._model.dtype), "device": self._device.type,
-                "transformers": transformers.__version__, "torch": torch.__version__}
+    def checkpoint_identity(self) -> dict[str, str]:
+        """{"identity", "source"} of the checkpoint loaded (`identity.checkpoint_identity`)."""
+        kwargs = self.model_kwargs
+        filename = kwargs.get("gguf_file") or "config.json"
+        return identity.checkpoint_identity(
+            self.pretrained, commit=getattr(self._model.config, "_commit_hash", None), revision=kwargs.get("revision"),
+            filename=f"{kwargs['subfolder']}/{filename}" if kwargs.get("subfolder") else filename,
+            cache_dir=kwargs.get("cache_dir"))
+
+    def model_identity(self) -> dict:
+        """Everything besides the question that changes a value: the durable store's model key. The dtype loaded,
+        the device type, the attention kernel and the libraries' versions change float rounding (decoders: pixels),
+        which a resumed run must not mix."""
+        return {"adapter": self.adapter_name, "settings": self.run_settings, "checkpoint": self.checkpoint["identity"],
+                "code": identity.code_identity(), "dtype": str(self._model.dtype), "device": self._device.type,
+                "attention": getattr(self._model.config, "_attn_implementation", None), **library_versions()}
 
     def loglikelihood(self, requests) -> list[tuple[float, bool, str]]:
         """(-sum log p(continuation | context), is_greedy, the string scored) per request, in input order.
@@ -163,46 +190,60 @@ class ScoringAdapter(lmms):
                           for key, r in by_key.items()}
         unique = list(distinct.values())
 
-        store = durable.ScoreStore.open(self.score_settings(), self.rank) if durable.store_root() is not None else None
-        stored: dict[tuple, dict] = {}
-        store_keys: dict[tuple, str] = {}
-        if store is not None:
-            for key in unique:
-                r = by_key[key]
-                store_keys[key] = durable.question_key(r.context, r.continuations, r.visuals)
-                found = store.get(store_keys[key])
-                if found is not None and all(c in found for c in r.continuations):
-                    stored[key] = found
-
-        def persist(indices: list[int], results: list) -> None:
-            store.add({store_keys[unique[i]]: {c: [loss, greedy, by_key[unique[i]].scored[j]]
-                                               for j, (c, (loss, greedy)) in enumerate(zip(
-                                                   by_key[unique[i]].continuations, result, strict=True))}
-                       for i, result in zip(indices, results, strict=True)})
-
         # Every question is tokenised, stored or not, so that batches are formed as in an uninterrupted run;
         # a batch all of whose questions are stored is not scored (at most the batch in flight at a kill is
         # scored again).
-        questions = self.build_questions([by_key[key] for key in unique])
-        scored = score_questions(self._model, questions, self.batch_size_per_device, self._device,
-                                 progress=self.rank == 0, on_scored=persist if store is not None else None,
-                                 done=(lambda part: all(unique[i] in stored for i in part)) if stored else None)
+        requests_unique = [by_key[key] for key in unique]
+        questions = self.build_questions(requests_unique)
+        store = durable.ScoreStore.open(self.model_identity(), self.rank, {"pretrained": self.pretrained,
+                                                                           "checkpoint": self.checkpoint["source"]})
+        try:
+            store_keys = self._question_keys(requests_unique, questions) if store is not None else []
+            stored = {i: found for i, key in enumerate(store_keys)
+                      if (found := store.get(key)) is not None
+                      and all(c in found for c in requests_unique[i].continuations)}
+
+            def persist(indices: list[int], results: list) -> None:
+                store.add({store_keys[i]: {c: (loss, greedy, requests_unique[i].scored[j])
+                                           for j, (c, (loss, greedy)) in enumerate(zip(
+                                               requests_unique[i].continuations, result, strict=True))}
+                           for i, result in zip(indices, results, strict=True)})
+
+            scored = score_questions(self._model, questions, self.batch_size_per_device, self._device,
+                                     progress=self.rank == 0, on_scored=persist if store is not None else None,
+                                     done=(lambda part: all(i in stored for i in part)) if stored else None)
+            if store is not None:
+                from_store = {unique[i] for i, result in enumerate(scored) if result is None}
+                reused = sum(representative[key] in from_store for key in by_key)
+                durable.log_reuse(self.adapter_name, self.rank, reused, len(by_key), store)
+        finally:
+            if store is not None:
+                store.close()
         values: dict[tuple, dict[str, tuple]] = {}
-        for key, result in zip(unique, scored, strict=True):
+        for i, (key, result) in enumerate(zip(unique, scored, strict=True)):
             r = by_key[key]
             if result is None:
-                values[key] = {c: tuple(stored[key][c]) for c in r.continuations}
+                values[key] = {c: tuple(stored[i][c]) for c in r.continuations}
             else:
                 values[key] = {c: (loss, greedy, r.scored[j]) for j, (c, (loss, greedy)) in
                                enumerate(zip(r.continuations, result, strict=True))}
-        n_scored = sum(result is not None for result in scored)
-        if store is not None:
-            from_store = {key for key, result in zip(unique, scored, strict=True) if result is None}
-            reused = sum(representative[key] in from_store for key in by_key)
-            durable.log_reuse(self.adapter_name, self.rank, reused, len(by_key), store)
-            store.close()
-        self.after_scoring(n_scored)
+        self.after_scoring(sum(result is not None for result in scored))
         return [values[representative[key]][continuation] for key, continuation in targets]
+
+    def _question_keys(self, requests: Sequence[QuestionRequest], questions: Sequence[Question]) -> list[str]:
+        """The durable store's key of each question (`durable.question_key`), from what `build_questions` built."""
+        videos: dict[str, list] = {}
+        keys = []
+        for r, q in zip(requests, questions, strict=True):
+            if not r.prompt:
+                raise RuntimeError(f"{self.adapter_name}: build_questions did not record the prompt of {r.qid}; "
+                                   "the durable store cannot key it")
+            for v in map(str, r.visuals):
+                if v not in videos:
+                    videos[v] = identity.video_identity(v)
+            keys.append(durable.question_key(r.prompt, r.continuations, r.scored, q.tail, q.continuations,
+                                             [videos[str(v)] for v in r.visuals]))
+        return keys
 
     def after_scoring(self, n_questions: int) -> None:
         """Hook for a summary log line."""
@@ -215,6 +256,17 @@ class ScoringAdapter(lmms):
 
 
 ANSWER_CUE = "\nAnswer:"
+
+
+def library_versions() -> dict[str, str | None]:
+    """Versions of the libraries that compute values: the model (transformers, torch), the frames (av, pillow)."""
+    versions = {"torch": torch.__version__}  # with its build (+cu130, +cpu), which the package metadata leaves out
+    for name in ("transformers", "av", "pillow"):
+        try:
+            versions[name] = _version(name)
+        except PackageNotFoundError:
+            versions[name] = None
+    return versions
 
 
 def answer_strings(prompt: str, continuations: Sequence[str]) -> list[str]:

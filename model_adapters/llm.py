@@ -41,7 +41,7 @@ class VisdepLLM(ScoringAdapter):
                 raise ValueError(f"{r.qid}: visdep_llm is text-only but task {r.task!r} gives it {r.visuals!r}; "
                                  "run the blind task")
             prompt, special = chat_prompt(self.tokenizer, r.context)
-            r.scored = answer_strings(prompt, r.continuations)
+            r.prompt, r.scored = prompt, answer_strings(prompt, r.continuations)
             context, continuations = continuation_tokens(self.tokenizer, prompt, r.scored, special, r.qid)
             questions.append(Question(r.qid, None, context, continuations))
         return questions

@@ -29,6 +29,7 @@ ADAPTER_DEFAULTS: dict[str, dict[str, object]] = {
 NOT_SCORE_CHANGING = frozenset({
     "device", "device_map", "batch_size", "max_batch_size", "attn_implementation", "cache_dir",
     "local_files_only", "token", "low_cpu_mem_usage", "offload_folder", "trust_remote_code", "use_safetensors",
+    "decode_workers", "prefetch_videos", "prefetch_mb",
 })
 
 _INTEGER = frozenset({"max_frames"})

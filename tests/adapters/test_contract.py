@@ -52,7 +52,7 @@ def test_from_pretrained_keywords_pass_through(tiny_models):
 
 def test_text_only_model_refuses_video_tasks(tiny_models, benchmark_env):
     adapter = make_adapter("qwen2", tiny_models["qwen2"])
-    docs = load_benchmark("vru_accident")[:1]
+    docs = [q.document() for q in load_benchmark("vru_accident")[:1]]
     with pytest.raises(ValueError, match="text-only"):
         adapter.loglikelihood(requests_for(adapter, docs, video=True))
     with pytest.raises(NotImplementedError):
@@ -76,7 +76,7 @@ def test_non_finite_log_likelihood_names_the_question(tiny_models, benchmark_env
     adapter = make_adapter("llama", tiny_models["llama"])
     with torch.no_grad():
         adapter.model.lm_head.weight.fill_(float("nan"))
-    docs = load_benchmark("vru_accident")[:2]
+    docs = [q.document() for q in load_benchmark("vru_accident")[:2]]
     with pytest.raises(ScoringError, match=r"question t doc \d \(CAP_DATA/VRU_1/[a-z ]+\): .* is nan \(not finite\)"):
         adapter.loglikelihood(requests_for(adapter, docs, video=False))
 
@@ -88,6 +88,6 @@ def test_out_of_memory_suggests_a_smaller_batch(tiny_models, benchmark_env, monk
         raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB")
 
     monkeypatch.setattr(adapter.model, "forward", no_memory)
-    docs = load_benchmark("vru_accident")[:2]
+    docs = [q.document() for q in load_benchmark("vru_accident")[:2]]
     with pytest.raises(OutOfMemory, match=r"batch_size=8.*try batch_size=4"):
         adapter.loglikelihood(requests_for(adapter, docs, video=False))

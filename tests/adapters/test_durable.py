@@ -1,11 +1,14 @@
 """The durable store behind `--use_cache`: each batch is on disk before the next starts, a rerun scores only
-what is missing and gives the same values, a changed setting reuses nothing (in process); and a real
-`lmms-eval` run killed with SIGKILL resumes where it stopped (one process, and two torchrun ranks)."""
+what is missing and gives the same values, and nothing reuses a value that no longer holds: a changed setting,
+chat template, prompt code, scoring code or video (in process); through the real `lmms-eval` command line, a
+checkpoint's chat template edited in place, a store whose last line a kill cut short, and runs killed with SIGKILL
+that resume where they stopped (one process, and two torchrun ranks). The files themselves: test_store.py."""
 
 from __future__ import annotations
 
 import json
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -16,26 +19,23 @@ import numpy as np
 import pytest
 
 from lmms_eval_tasks.evaluation_hooks import set_store_root
+from lmms_eval_tasks.evaluation_hooks import store_root as current_store_root
 from lmms_eval_tasks.loaders import load_benchmark
-from tests.helpers.adapters import count_forwards, make_adapter, requests_for
-from tests.helpers.lmms_cli import free_port, lmms_eval_env, read_samples, run_lmms_eval
+from model_adapters import identity, llm
+from tests.helpers.adapters import count_forwards, make_adapter, requests_for, store_files
+from tests.helpers.lmms_cli import free_port, lmms_eval_env, read_results, read_samples, run_lmms_eval
 
-
-@pytest.fixture
-def store_root(tmp_path):
-    set_store_root(tmp_path / "cache")
-    yield tmp_path / "cache"
-    set_store_root(None)
+SYSTEM_LINE = "You are a helpful assistant."
 
 
 def stored_lines(root: Path) -> int:
-    return sum(len(p.read_text().splitlines()) for p in root.glob("visdep/*/rank*.jsonl"))
+    return sum(len(p.read_text().splitlines()) for p in store_files(root))
 
 
 def stored_keys(root: Path) -> list[str]:
     """The question key of every line in the store (a line cut short by a kill is skipped, as the store does)."""
     keys = []
-    for path in root.glob("visdep/*/rank*.jsonl"):
+    for path in store_files(root):
         for line in path.read_text().splitlines():
             try:
                 keys.append(json.loads(line)["key"])
@@ -44,10 +44,26 @@ def stored_keys(root: Path) -> list[str]:
     return keys
 
 
+def without_store(adapter, docs: list[dict], video: bool) -> list:
+    """The adapter's values for `docs` with the durable store off."""
+    root = current_store_root()
+    set_store_root(None)
+    try:
+        return adapter.loglikelihood(requests_for(adapter, docs, video=video))
+    finally:
+        set_store_root(root)
+
+
+def rerun(adapter, docs: list[dict], video: bool) -> tuple[int, list]:
+    """(forward passes, values) of scoring `docs` again."""
+    calls = count_forwards(adapter.model)
+    values = adapter.loglikelihood(requests_for(adapter, docs, video=video))
+    return calls[0], values
+
 
 def test_a_rerun_takes_every_question_from_the_store(tiny_models, benchmark_env, store_root, monkeypatch):
     monkeypatch.setenv("VISDEP_SCORING", "option")
-    docs = load_benchmark("vru_accident")[:10]
+    docs = [q.document() for q in load_benchmark("vru_accident")[:10]]
     first = make_adapter("qwen2", tiny_models["qwen2"], batch_size=3)
     values = first.loglikelihood(requests_for(first, docs, video=False))
     assert stored_lines(store_root) == 10
@@ -62,7 +78,7 @@ def test_a_kill_mid_batch_loses_that_batch_only(tiny_models, benchmark_env, stor
     the first two batches (8 questions) in the store; the rerun scores the other 12 and equals a run without
     the store."""
     monkeypatch.setenv("VISDEP_SCORING", "letter")
-    docs = load_benchmark("vru_accident")[:20]
+    docs = [q.document() for q in load_benchmark("vru_accident")[:20]]
     adapter = make_adapter("llama", tiny_models["llama"], batch_size=4)
     forward = adapter.model.forward
     calls = [0]
@@ -87,7 +103,7 @@ def test_a_kill_mid_batch_loses_that_batch_only(tiny_models, benchmark_env, stor
 
 
 def test_a_changed_setting_reuses_nothing(tiny_models, benchmark_env, store_root, monkeypatch):
-    docs = load_benchmark("vru_accident")[:6]
+    docs = [q.document() for q in load_benchmark("vru_accident")[:6]]
     monkeypatch.setenv("VISDEP_SCORING", "letter")
 
     def run(**kwargs) -> int:
@@ -107,12 +123,90 @@ def test_a_changed_setting_reuses_nothing(tiny_models, benchmark_env, store_root
 def test_the_same_question_in_another_task_is_found(tiny_models, benchmark_env, store_root, monkeypatch):
     """The key is what the model is shown, not the task's name: a grounded subset task reuses the full task's."""
     monkeypatch.setenv("VISDEP_SCORING", "letter")
-    docs = load_benchmark("vru_accident")[:4]
+    docs = [q.document() for q in load_benchmark("vru_accident")[:4]]
     adapter = make_adapter("qwen2", tiny_models["qwen2"])
     adapter.loglikelihood(requests_for(adapter, docs, video=False, task="vru_accident_blind"))
     calls = count_forwards(adapter.model)
     adapter.loglikelihood(requests_for(adapter, docs, video=False, task="vru_accident_blind_grounded"))
     assert calls[0] == 0
+
+
+@pytest.mark.parametrize(("kind", "video"), [("qwen2", False), ("qwen2_5_vl", True)])
+def test_an_edited_chat_template_is_another_question(tiny_models, benchmark_env, store_root, monkeypatch, kind,
+                                                     video):
+    """The system line of the chat template changed in memory: the model key (files, settings, code) is the same,
+    the questions are not, so every one is scored again and gets the value a run without the store gives it."""
+    monkeypatch.setenv("VISDEP_SCORING", "letter")
+    docs = [q.document() for q in load_benchmark("vru_accident")[:6]]
+    adapter = make_adapter(kind, tiny_models[kind], batch_size=3)
+    first = adapter.loglikelihood(requests_for(adapter, docs, video=video))
+    holder = adapter.tokenizer if kind == "qwen2" else adapter.processor
+    assert SYSTEM_LINE in holder.chat_template
+    holder.chat_template = holder.chat_template.replace(SYSTEM_LINE, "You are a careful assistant.")
+    calls, edited = rerun(adapter, docs, video)
+    assert calls > 0 and edited == without_store(adapter, docs, video)
+    assert max(abs(a[0] - b[0]) for a, b in zip(first, edited, strict=True)) > 1e-3
+    assert len(list(store_root.glob("visdep/*"))) == 1, "one model: the question keys told the prompts apart"
+
+
+def test_changed_prompt_code_is_another_question(tiny_models, benchmark_env, store_root, monkeypatch):
+    """A base model's answer cue changed in the adapter's code, nothing bumped: every question is scored again."""
+    docs = [q.document() for q in load_benchmark("vru_accident")[:4]]
+    adapter = make_adapter("qwen2_base", tiny_models["qwen2_base"], batch_size=2)
+    adapter.loglikelihood(requests_for(adapter, docs, video=False))
+    monkeypatch.setattr(llm, "ANSWER_CUE", "\nThe answer is:")
+    calls, values = rerun(adapter, docs, video=False)
+    assert calls == 2 and values == without_store(adapter, docs, video=False)
+
+
+def test_changed_scoring_code_is_another_model(tiny_models, benchmark_env, store_root, monkeypatch):
+    adapter = make_adapter("qwen2", tiny_models["qwen2"], batch_size=2)
+    docs = [q.document() for q in load_benchmark("vru_accident")[:4]]
+    adapter.loglikelihood(requests_for(adapter, docs, video=False))
+    monkeypatch.setattr(identity, "code_identity", lambda: "0" * 64)
+    assert rerun(adapter, docs, video=False)[0] == 2
+    assert len(list(store_root.glob("visdep/*/settings.json"))) == 2
+
+
+def test_an_adapter_that_records_no_prompt_cannot_key_the_store(tiny_models, benchmark_env, store_root,
+                                                                 monkeypatch):
+    """The question key is built from the prompt `build_questions` records: an adapter that leaves it out fails
+    with the store on instead of keying questions on less than the model is shown."""
+    adapter = make_adapter("qwen2", tiny_models["qwen2"])
+    build = adapter.build_questions
+
+    def forgetful(requests):
+        questions = build(requests)
+        for r in requests:
+            r.prompt = ""
+        return questions
+
+    monkeypatch.setattr(adapter, "build_questions", forgetful)
+    docs = [q.document() for q in load_benchmark("vru_accident")[:2]]
+    with pytest.raises(RuntimeError, match="did not record the prompt"):
+        adapter.loglikelihood(requests_for(adapter, docs, video=False))
+    set_store_root(None)
+    assert len(adapter.loglikelihood(requests_for(adapter, docs, video=False))) == 8
+
+
+def test_a_frame_replaced_in_place_is_another_question(tiny_models, fixture_env, store_root, monkeypatch, tmp_path):
+    """MM-AU frame folders: one frame of the first question's folder rewritten in place (the folder's own stat
+    does not change): that question is scored again (one forward: one question per video), the other is not."""
+    root = Path(shutil.copytree(fixture_env["MMAU_ROOT"], tmp_path / "mm_au"))
+    monkeypatch.setenv("MMAU_ROOT", str(root))
+    monkeypatch.setenv("VISDEP_SCORING", "letter")
+    docs = [q.document() for q in load_benchmark("mmau")[:2]]
+    adapter = make_adapter("qwen2_5_vl", tiny_models["qwen2_5_vl"], max_frames=4)
+    first = adapter.loglikelihood(requests_for(adapter, docs, video=True))
+    frames = sorted((root / docs[0]["video"]).glob("*.jpg"))
+    other = sorted((root / docs[1]["video"]).glob("*.jpg"))
+    frames[0].write_bytes(other[0].read_bytes())
+    fresh = make_adapter("qwen2_5_vl", tiny_models["qwen2_5_vl"], max_frames=4)  # no decoded frames in memory
+    calls, values = rerun(fresh, docs, video=True)
+    assert calls == 1
+    k = len(docs[0]["options"])
+    assert values[k:] == first[k:] and values[:k] != first[:k]
+    assert values == without_store(make_adapter("qwen2_5_vl", tiny_models["qwen2_5_vl"], max_frames=4), docs, True)
 
 
 # --------------------------------------------------------------------------- the real command line, killed
@@ -211,8 +305,8 @@ def test_two_ranks_killed_resume_each_from_their_part(tiny_models, real_env, tmp
     cache, out = tmp_path / "cache", tmp_path / "resumed"
     out.mkdir()
     stored = _kill_when_stored(torchrun(cache, out), env, out, cache, at_least=200)
-    per_rank = {p.name: len(p.read_text().splitlines()) for p in cache.glob("visdep/*/rank*.jsonl")}
-    assert set(per_rank) == {"rank0.jsonl", "rank1.jsonl"}, per_rank
+    writers = sorted(p.name.split("-")[0] for p in store_files(cache))
+    assert writers == ["rank0", "rank1"], writers  # a file per rank's process
     proc = subprocess.run(torchrun(cache, out), env=env, cwd=out, capture_output=True, text=True, timeout=600)
     log = proc.stdout + proc.stderr
     assert proc.returncode == 0, log[-3000:]
@@ -220,3 +314,70 @@ def test_two_ranks_killed_resume_each_from_their_part(tiny_models, real_env, tmp
     assert set(reused) == {0, 1} and sum(total for _, total in reused.values()) == limit, log[-3000:]
     assert sum(taken for taken, _ in reused.values()) >= stored
     assert_resumed_as_uninterrupted(cache, stored, whole, out, limit)
+
+
+# --------------------------------------------------------------------------- the real command line, files changed
+def _tiny_cli(checkpoint: Path, cache: Path | None, limit: int) -> list[str]:
+    args = ["--model", "visdep_llm", "--model_args", f"pretrained={checkpoint},device=cpu,dtype=float32",
+            "--tasks", "vru_accident_blind", "--batch_size", "4", "--limit", str(limit)]
+    return args + (["--use_cache", str(cache)] if cache is not None else [])
+
+
+def _run(args: list[str], env: dict, out: Path) -> tuple[str, dict]:
+    """Run the CLI; (its log, the question-id -> option log-probabilities of its samples)."""
+    proc = run_lmms_eval(args, env, out)
+    log = (out / "cli.log").read_text()
+    assert proc.returncode == 0, log[-3000:]
+    return log, _values(out)
+
+
+def assert_same_values(got: dict, want: dict) -> None:
+    assert got.keys() == want.keys()
+    for qid, logprobs in want.items():
+        np.testing.assert_allclose(got[qid], logprobs, rtol=0, atol=1e-6, err_msg=qid)
+
+
+@pytest.mark.slow
+def test_a_chat_template_edited_in_place_is_not_served_from_the_store(tiny_models, fixture_env, tmp_path):
+    """A run with --use_cache; the checkpoint's chat template edited in place (its system line only); a rerun with
+    the same cache takes nothing from the store and writes the samples of a run without the cache, not the first
+    run's; the results file records the checkpoint's new identity."""
+    checkpoint = Path(shutil.copytree(tiny_models["qwen2"], tmp_path / "qwen2"))
+    env, cache, limit = lmms_eval_env(fixture_env), tmp_path / "cache", 12
+    _, first = _run(_tiny_cli(checkpoint, cache, limit), env, tmp_path / "first")
+    before = read_results(tmp_path / "first")["visdep"]["model"]
+    template = checkpoint / "chat_template.jinja"
+    assert template.read_text().count(SYSTEM_LINE) == 1
+    template.write_text(template.read_text().replace(SYSTEM_LINE, "You are a careful assistant."))
+
+    log, edited = _run(_tiny_cli(checkpoint, cache, limit), env, tmp_path / "edited")
+    [(_, taken, total)] = REUSE.findall(log)
+    assert (int(taken), int(total)) == (0, limit)
+    _, plain = _run(_tiny_cli(checkpoint, None, limit), env, tmp_path / "plain")
+    assert_same_values(edited, plain)
+    assert max(abs(a - b) for q in first for a, b in zip(first[q], edited[q], strict=True)) > 1e-3
+    after = read_results(tmp_path / "edited")["visdep"]["model"]
+    assert after["checkpoint"]["source"] == before["checkpoint"]["source"] == f"folder {checkpoint.resolve()}"
+    assert after["checkpoint"]["identity"] != before["checkpoint"]["identity"]
+
+
+@pytest.mark.slow
+def test_a_torn_last_line_swallows_nothing(tiny_models, fixture_env, tmp_path):
+    """A store whose last line a kill cut short; a longer run appends after it; a third run takes every question
+    of the longer run from the store, with the longer run's values. The torn file itself is left as it was."""
+    checkpoint, env, cache = tiny_models["qwen2"], lmms_eval_env(fixture_env), tmp_path / "cache"
+    _run(_tiny_cli(checkpoint, cache, 8), env, tmp_path / "short")
+    [torn] = store_files(cache)
+    torn.write_bytes(torn.read_bytes()[:-25])
+    damaged = torn.read_bytes()
+    assert not damaged.endswith(b"\n")
+
+    # (a batch holding a question not stored is scored whole, so that its values are an uninterrupted run's)
+    log, longer = _run(_tiny_cli(checkpoint, cache, 16), env, tmp_path / "longer")
+    [(_, taken, total)] = REUSE.findall(log)
+    assert int(taken) < int(total) == 16
+    assert torn.read_bytes() == damaged and len(store_files(cache)) == 2
+    log, third = _run(_tiny_cli(checkpoint, cache, 16), env, tmp_path / "third")
+    [(_, taken, total)] = REUSE.findall(log)
+    assert int(taken) == int(total) == 16, log[-3000:]
+    assert_same_values(third, longer)

@@ -36,12 +36,12 @@ def test_smollm2_scores_real_blind_questions(smollm2, shared_benchmarks, tmp_pat
     for bench, root in roots.items():
         rows = sorted(read_samples(tmp_path, f"{bench}_blind"), key=lambda r: r["doc_id"])
         expected = load_benchmark(bench, root)[:LIMIT]
-        assert [r["visdep"]["question_id"] for r in rows] == [q["question_id"] for q in expected], \
+        assert [r["visdep"]["question_id"] for r in rows] == [q.question_id for q in expected], \
             (tmp_path / "cli.log").read_text()[-3000:]
         assert 0.0 <= results[f"{bench}_blind"]["acc,none"] <= 1.0
         for row, question in zip(rows, expected, strict=True):
             logprobs = np.array(row["visdep"]["option_logprobs"])
-            assert len(logprobs) == len(question["options"]) and np.isfinite(logprobs).all()
+            assert len(logprobs) == len(question.options) and np.isfinite(logprobs).all()
             # A real instruction-tuned model asked for a letter puts a good share of its next-token
             # probability on the option letters (a random model: about K / vocabulary size).
             assert np.logaddexp.reduce(logprobs) > np.log(0.2), (row["visdep"]["question_id"], logprobs)

@@ -1,7 +1,9 @@
-"""In-process visdep adapters on tiny checkpoints, lmms-eval requests for them, and a forward counter."""
+"""In-process visdep adapters on tiny checkpoints, lmms-eval requests for them, a forward counter, and the durable
+store's record files."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from visdep_metrics.demo.tiny import LLM_KINDS
@@ -40,3 +42,18 @@ def count_forwards(model) -> list[int]:
     calls = [0]
     model.register_forward_hook(lambda *_: calls.__setitem__(0, calls[0] + 1))
     return calls
+
+
+def store_files(root: Path) -> list[Path]:
+    """The record files of every model in the durable store under `root` (lmms-eval's `--use_cache` folder)."""
+    return sorted(root.glob("visdep/*/rank*.jsonl"))
+
+
+def store_records(root: Path) -> list[dict]:
+    """Every complete line of the store's record files, parsed (an incomplete last line, cut short by a kill, is
+    left out as the store leaves it out)."""
+    records = []
+    for path in store_files(root):
+        *lines, _ = path.read_bytes().split(b"\n")
+        records += [json.loads(line) for line in lines]
+    return records
