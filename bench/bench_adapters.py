@@ -66,7 +66,7 @@ FRAMES_PER_VIDEO = 32
 
 def write_videos(docs: list[dict]) -> None:
     """Give every question's video FRAMES_PER_VIDEO frames (the fixtures' are shorter than 16)."""
-    from visdep_metrics.demo.fixtures import write_frame_folder, write_mp4
+    from lmms_eval_tasks.layouts import write_frame_folder, write_mp4
 
     for doc in docs:
         path = tasks.resolve_video(doc["benchmark"], doc["video"])
@@ -81,12 +81,12 @@ def write_videos(docs: list[dict]) -> None:
 
 def question_sets(n_videos: int) -> dict[str, tuple[list[dict], int]]:
     """{name: (questions, K)}."""
-    vru = load_benchmark("vru_accident")
+    vru = [q.document() for q in load_benchmark("vru_accident")]
     by_video: dict[str, list[dict]] = {}
     for q in vru:
         by_video.setdefault(q["video"], []).append(q)
     videos = list(by_video)[:n_videos]
-    mmau = [q for q in load_benchmark("mmau") if q["source"] == "CAP"][:n_videos]
+    mmau = [q.document() for q in load_benchmark("mmau") if q.source == "CAP"][:n_videos]
     write_videos([by_video[v][0] for v in videos] + mmau)
     return {"one per video, K=4 (VRU-Accident)": ([by_video[v][0] for v in videos], 4),
             "one per video, K=5 (MM-AU frames)": (mmau, 5),

@@ -5,7 +5,9 @@ A question is a token sequence in three parts, each run once and reused through 
     prefix (shared by the questions of one video)  ->  tail (the question's own prompt text)  ->  continuations
 
 1. prefix: the chat-templated prompt up to the end of the video (system turn, user header, frames),
-   run once per video at batch 1; empty for text-only prompts.
+   run once per video at batch 1; empty for text-only prompts. Its inputs are prepared (video decoded,
+   processor run) ahead of the model by worker threads (`model_adapters.prefetch`) and moved to the
+   device in order.
 2. tails: the rest of each question's prompt (question, options, instruction, assistant header),
    up to `batch_size` questions of one prefix per forward, right-padded, on copies of the prefix cache.
    The logits at each tail's last token predict every option's first token.
@@ -32,7 +34,10 @@ from collections.abc import Callable, Hashable, Iterator, Sequence
 from dataclasses import dataclass
 
 import torch
+from loguru import logger
 from tqdm import tqdm
+
+from model_adapters.prefetch import Prefetch, PreparedInOrder
 
 
 class ScoringError(RuntimeError):
@@ -45,11 +50,16 @@ class OutOfMemory(RuntimeError):
 
 @dataclass(frozen=True)
 class Prefix:
-    """The shared start of some questions. `build()` -> (model inputs at batch 1 including
-    `input_ids` and `position_ids`, position of the first token after the prefix)."""
+    """The shared start of some questions, built in two steps. `prepare()`: the CPU part (decode the video,
+    run the processor) -> host-side inputs; it may run ahead of the model on a worker thread.
+    `to_model(prepared)`: the device part, in order on the model's thread -> (model inputs at batch 1
+    including `input_ids` and `position_ids`, position of the first token after the prefix).
+    `prefetch`: how far ahead prefixes may be prepared (None: each when the model reaches it)."""
 
     key: Hashable
-    build: Callable[[], tuple[dict, int]]
+    prepare: Callable[[], object]
+    to_model: Callable[[object], tuple[dict, int]]
+    prefetch: Prefetch | None = None
 
 
 @dataclass
@@ -105,11 +115,12 @@ def _extend(model, branch: _Branch, rows: torch.Tensor, tokens: Sequence[Sequenc
     return out.logits, _Branch(out.cache, mask, start + lengths)
 
 
-def _prefix_branch(model, prefix: Prefix | None, device) -> _Branch:
-    if prefix is None:
+def _prefix_branch(model, built: tuple[dict, int] | None, device) -> _Branch:
+    """The branch after a prefix (`built`: its model inputs and next position), or an empty one for none."""
+    if built is None:
         return _Branch(None, torch.zeros(1, 0, dtype=torch.long, device=device),
                        torch.zeros(1, dtype=torch.long, device=device))
-    inputs, next_position = prefix.build()
+    inputs, next_position = built
     length = inputs["input_ids"].shape[1]
     # Only the cache is needed: the tails' logits predict the options.
     out = model(**inputs, use_cache=True, logits_to_keep=1)
@@ -142,9 +153,9 @@ def _tails(model, prefix_branch: _Branch, questions: Sequence[Question]) -> tupl
     return torch.log_softmax(logits[torch.arange(len(questions)), column].float(), dim=-1), branch
 
 
-def _prefix_and_tail(model, question: Question, device) -> tuple[torch.Tensor, _Branch]:
+def _prefix_and_tail(model, question: Question, built: tuple[dict, int], device) -> tuple[torch.Tensor, _Branch]:
     """Steps 1 and 2 in one forward, for a prefix that serves a single question (nothing to share)."""
-    inputs, next_position = question.prefix.build()
+    inputs, next_position = built
     tail = torch.tensor([question.tail], device=device)
     n = tail.shape[1]
     positions = inputs["position_ids"]
@@ -203,44 +214,51 @@ def score_questions(model, questions: Sequence[Question], batch_size: int, devic
     Questions with the same prefix key share one prefix forward; they are scored `batch_size` at a time.
     `on_scored(indices, results)` is called after every batch with the questions it scored (the durable store
     writes them there, so a kill loses at most the batch in flight). A batch for which `done(indices)` is true
-    is not scored and its results stay None (a resumed run: the store has them). The batches are the same
-    whatever is done, so the questions scored get the very values an uninterrupted run gives them: float
-    sums depend on which questions share a forward."""
+    is not scored and its results stay None (a resumed run: the store has them); a prefix none of whose
+    batches is scored is not prepared (its video is not decoded). The batches are the same whatever is done,
+    so the questions scored get the very values an uninterrupted run gives them: float sums depend on which
+    questions share a forward. Prefixes are prepared ahead as their `prefetch` says, and taken in order."""
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
     groups: dict[Hashable, list[int]] = {}
     for i in sorted(range(len(questions)), key=lambda i: len(questions[i].tail)):  # similar lengths, less padding
         groups.setdefault(None if questions[i].prefix is None else questions[i].prefix.key, []).append(i)
+    plan = [(members, [part for part in map(list, _chunks(members, batch_size)) if done is None or not done(part)])
+            for members in groups.values()]
+    prefixes = [questions[members[0]].prefix for members, todo in plan
+                if todo and questions[members[0]].prefix is not None]
+    prefetch = next((p.prefetch for p in prefixes if p.prefetch is not None), None)
     results: list[list[tuple[float, bool]] | None] = [None] * len(questions)
     bar = tqdm(total=len(questions), desc="visdep scoring", unit="question", disable=not progress)
-    with torch.inference_mode():
-        for members in groups.values():
-            current = questions[members[0]]
-            parts = [list(part) for part in _chunks(members, batch_size)]
-            todo = [part for part in parts if done is None or not done(part)]
+    with torch.inference_mode(), PreparedInOrder([p.prepare for p in prefixes], prefetch) as prepared:
+        for members, todo in plan:
             bar.update(len(members) - sum(map(len, todo)))
             if not todo:  # neither the prefix nor the video is needed
                 continue
+            current = questions[members[0]]
             try:
                 group = [questions[i] for i in members]
                 _check(group)
+                built = None if current.prefix is None else current.prefix.to_model(prepared.take())
                 if current.prefix is not None and len(members) == 1:
-                    first, branch = _prefix_and_tail(model, current, device)
+                    first, branch = _prefix_and_tail(model, current, built, device)
                     results[members[0]] = _options(model, group, first, branch, batch_size)[0]
                     if on_scored is not None:
                         on_scored(members, [results[members[0]]])
                     bar.update(1)
-                    continue
-                prefix_branch = _prefix_branch(model, current.prefix, device)
-                for part in todo:
-                    current = questions[part[0]]
-                    chunk = [questions[i] for i in part]
-                    first, branch = _tails(model, prefix_branch, chunk)
-                    for i, scores in zip(part, _options(model, chunk, first, branch, batch_size), strict=True):
-                        results[i] = scores
-                    if on_scored is not None:
-                        on_scored(part, [results[i] for i in part])
-                    bar.update(len(part))
+                else:
+                    prefix_branch = _prefix_branch(model, built, device)
+                    for part in todo:
+                        current = questions[part[0]]
+                        chunk = [questions[i] for i in part]
+                        first, branch = _tails(model, prefix_branch, chunk)
+                        for i, scores in zip(part, _options(model, chunk, first, branch, batch_size), strict=True):
+                            results[i] = scores
+                        if on_scored is not None:
+                            on_scored(part, [results[i] for i in part])
+                        bar.update(len(part))
+                if current.prefix is not None:  # a video done
+                    bar.set_postfix_str(prepared.summary())
             except Exception as e:
                 if not _is_oom(e):
                     raise
@@ -249,4 +267,6 @@ def score_questions(model, questions: Sequence[Question], batch_size: int, devic
                 raise OutOfMemory(f"out of memory scoring question {current.qid} with batch_size={batch_size} "
                                   f"on {device}: try {hint}") from e
     bar.close()
+    if prefixes:
+        logger.info(f"visdep scoring: {prepared.report()}")
     return results

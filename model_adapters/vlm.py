@@ -9,10 +9,17 @@ scored (with a leading space where the header does not end in whitespace). Blind
 same messages without the video. The frames reach the processor with their timing
 (`video_metadata`: source fps, total frames, sampled indices) and are not sampled again there;
 frame folders (MM-AU) are timed at `frame_folder_fps` (default 30, see `model_adapters.frames`).
+
+While the model scores one video's questions, `decode_workers` threads (default: one per core but
+one, at most 16; 0: decode in the scoring loop) decode the next videos and run the processor on
+them (`model_adapters.prefetch`), at most `prefetch_videos` videos (default twice the workers) and
+`prefetch_mb` MiB of processed frames (default 768) ahead. The scores are the same whatever these are.
 """
 
 from __future__ import annotations
 
+import copy
+import threading
 from functools import partial
 
 from loguru import logger
@@ -20,6 +27,7 @@ from loguru import logger
 from model_adapters.base import ScoringAdapter, answer_strings, continuation_tokens
 from model_adapters.families import family_of, prefix_positions
 from model_adapters.frames import FrameSource
+from model_adapters.prefetch import DEFAULT_PREFETCH_MB, Prefetch, decoder_threads_for
 from model_adapters.scoring import Prefix, Question, ScoringError
 from model_adapters.settings import DEFAULT_FRAME_FOLDER_FPS, DEFAULT_MAX_FRAMES
 
@@ -37,12 +45,20 @@ def on_device(encoding, device, dtype) -> dict:
 
 class VisdepVLM(ScoringAdapter):
     adapter_name = "visdep_vlm"
-    own_arguments = ("max_frames", "frame_folder_fps")
+    own_arguments = ("max_frames", "frame_folder_fps", "decode_workers", "prefetch_videos", "prefetch_mb")
 
     def __init__(self, pretrained: str, max_frames: int = DEFAULT_MAX_FRAMES,
-                 frame_folder_fps: float = DEFAULT_FRAME_FOLDER_FPS,
+                 frame_folder_fps: float = DEFAULT_FRAME_FOLDER_FPS, decode_workers: int | str | None = None,
+                 prefetch_videos: int | None = None, prefetch_mb: float = DEFAULT_PREFETCH_MB,
                  **kwargs) -> None:
-        self.frames = FrameSource(int(max_frames), float(frame_folder_fps))
+        try:
+            self.prefetch = Prefetch.of(decode_workers, prefetch_videos, prefetch_mb)
+        except ValueError as e:
+            raise ValueError(f"{self.adapter_name}: {e}") from None
+        # FFmpeg's decoder threads return the same frames whatever their number (tests/adapters/test_frames.py)
+        self.frames = FrameSource(int(max_frames), float(frame_folder_fps),
+                                  decoder_threads=decoder_threads_for(self.prefetch.workers))
+        self._thread_processors = threading.local()
         super().__init__(pretrained, **kwargs)
 
     def load_model(self):
@@ -51,6 +67,7 @@ class VisdepVLM(ScoringAdapter):
         # an unsupported family fails before any weight is read
         self.family = family_of(AutoConfig.from_pretrained(self.pretrained, **self.processor_kwargs))
         self.processor = AutoProcessor.from_pretrained(self.pretrained, **self.processor_kwargs)
+        self._owner_thread = threading.get_ident()
         self.tokenizer = self.processor.tokenizer
         return AutoModelForImageTextToText.from_pretrained(self.pretrained, **self.model_kwargs)
 
@@ -62,11 +79,25 @@ class VisdepVLM(ScoringAdapter):
         return (f"VisdepVLM(pretrained={self.pretrained!r}, max_frames={self.frames.max_frames}, "
                 f"frame_folder_fps={self.frames.frame_folder_fps})")
 
-    def _prefix_inputs(self, video: str, prefix_text: str) -> tuple[dict, int]:
-        """Model inputs of the prompt up to the end of the video; the video is decoded here (cached)."""
+    def _processor_here(self):
+        """The processor for the calling thread: the adapter's own on the thread that built it, a copy on each
+        worker thread (a tokenizer is not safe to call from several threads at once)."""
+        if threading.get_ident() == self._owner_thread:
+            return self.processor
+        local = self._thread_processors
+        if getattr(local, "processor", None) is None:
+            local.processor = copy.deepcopy(self.processor)
+        return local.processor
+
+    def _prepare_prefix(self, video: str, prefix_text: str):
+        """The CPU part of a video prefix, on any thread: the video decoded and sampled (cached), the processor's
+        encoding of the prompt up to the end of the video (tensors on the host)."""
         frames, metadata = self.frames(video)
-        encoding = self.processor(text=[prefix_text], videos=[frames], video_metadata=[metadata],
-                                  do_sample_frames=False, return_tensors="pt", add_special_tokens=False)
+        return self._processor_here()(text=[prefix_text], videos=[frames], video_metadata=[metadata],
+                                      do_sample_frames=False, return_tensors="pt", add_special_tokens=False)
+
+    def _prefix_to_model(self, encoding) -> tuple[dict, int]:
+        """The device part, on the model's thread: the encoding as model inputs with their position ids."""
         inputs = on_device(encoding, self._device, self._model.dtype)
         positions, next_position = prefix_positions(self.family, self._model, inputs)
         inputs["position_ids"] = positions
@@ -80,7 +111,7 @@ class VisdepVLM(ScoringAdapter):
             video = r.visuals[0] if r.visuals else None
             prompt = self.processor.apply_chat_template(user_message(r.context, video is not None),
                                                         add_generation_prompt=True, tokenize=False)
-            r.scored = answer_strings(prompt, r.continuations)
+            r.prompt, r.scored = prompt, answer_strings(prompt, r.continuations)
             context, continuations = continuation_tokens(self.tokenizer, prompt, r.scored, False, r.qid)
             prefix, tail = None, context
             if video is not None:
@@ -93,7 +124,8 @@ class VisdepVLM(ScoringAdapter):
                 if context[: len(prefix_ids)] != prefix_ids:
                     raise ScoringError(f"{r.qid}: cutting the prompt after {self.family.video_end!r} changes its "
                                        "tokens; the video prefix cannot be shared")
-                prefix = Prefix((video, prefix_text), partial(self._prefix_inputs, video, prefix_text))
+                prefix = Prefix((video, prefix_text), partial(self._prepare_prefix, video, prefix_text),
+                                self._prefix_to_model, self.prefetch)
                 tail = context[len(prefix_ids):]
             questions.append(Question(r.qid, prefix, tail, continuations))
         return questions

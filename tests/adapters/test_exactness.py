@@ -41,7 +41,7 @@ def adapter_of(tiny_models):
 
 def questions() -> list[dict]:
     vru, mmau = load_benchmark("vru_accident"), load_benchmark("mmau")
-    return vru[:7] + mmau[:2] + mmau[-1:]
+    return [q.document() for q in vru[:7] + mmau[:2] + mmau[-1:]]
 
 
 def naive_scores(adapter, docs: list[dict], video: bool) -> list[tuple[float, bool]]:
@@ -93,7 +93,7 @@ def test_shared_prefix_and_one_decode_per_video(tiny_models, benchmark_env):
     forward; each video decoded once; padding copies and shuffled input order change nothing."""
     adapter = make_adapter("qwen2_5_vl", tiny_models["qwen2_5_vl"], batch_size=4, max_frames=MAX_FRAMES)
     calls = count_forwards(adapter.model)
-    docs = load_benchmark("vru_accident")[:7]
+    docs = [q.document() for q in load_benchmark("vru_accident")[:7]]
     requests = requests_for(adapter, docs, True)
     first = adapter.loglikelihood(requests)
     assert calls[0] == (1 + 2) + 1
@@ -113,7 +113,7 @@ def test_shared_prefix_and_one_decode_per_video(tiny_models, benchmark_env):
 
 def test_letters_are_the_first_assistant_token(adapter_of, benchmark_env):
     adapter = adapter_of("qwen2_5_vl")
-    doc = load_benchmark("vru_accident")[0]
+    doc = load_benchmark("vru_accident")[0].document()
     [question] = adapter.build_questions([_request(adapter, doc, ["A", "B"], video=True)])
     header = adapter.tokenizer("<|im_start|>assistant\n", add_special_tokens=False)["input_ids"]
     assert question.tail[-len(header):] == header
@@ -135,7 +135,7 @@ def test_is_greedy_true_for_the_greedy_continuation(adapter_of, benchmark_env, k
     adapter = adapter_of(kind)
     video = kind in VLM_KINDS
     processor = getattr(adapter, "processor", adapter.tokenizer)
-    for doc in load_benchmark("vru_accident"):
+    for doc in (q.document() for q in load_benchmark("vru_accident")):
         video_input = read_frames(Path(tasks.doc_to_visual_video(doc)[0]), MAX_FRAMES) if video else None
         prompt, special = reference_prompt(processor, tasks.doc_to_text(doc), video)
         inputs = reference_inputs(adapter.model, processor, prompt, special, video_input)

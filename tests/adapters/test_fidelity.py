@@ -235,7 +235,7 @@ def _vru_docs(fidelity_data, monkeypatch, video: str) -> list[dict]:
     for name, root in fidelity_data[0].items():
         monkeypatch.setenv(name, root)
     monkeypatch.setenv("VISDEP_SCORING", "letter")
-    return [d for d in load_benchmark("vru_accident") if d["video"].endswith(video)]
+    return [q.document() for q in load_benchmark("vru_accident") if q.video.endswith(video)]
 
 
 def test_qwen2_5_vl_sees_the_clip_timing(tiny_models, fidelity_data, loaded, monkeypatch):

@@ -8,6 +8,7 @@ import pytest
 from PIL import Image
 
 from model_adapters.frames import FrameSource, VideoReadError, read_frames, sample_indices
+from tests.helpers.videos import write_h264
 from visdep_metrics.demo.fixtures import write_mp4
 
 
@@ -91,19 +92,6 @@ def test_frame_source_decodes_each_video_once(tmp_path):
     assert source.decodes[str(paths[0])] == 2
 
 
-def write_h264(path, n_frames: int, fps: int = 30, gop: int = 30, side: int = 32, container_format=None) -> np.ndarray:
-    """A constant-rate H.264 video with B-frames (as most downloaded videos are), one random frame per index."""
-    frames = np.random.default_rng(n_frames).integers(0, 256, (n_frames, side, side, 3), dtype=np.uint8)
-    with av.open(str(path), mode="w", format=container_format) as container:
-        stream = container.add_stream("libx264", rate=fps, options={"g": str(gop), "bf": "2", "preset": "ultrafast"})
-        stream.width = stream.height = side
-        stream.pix_fmt = "yuv420p"
-        for frame in frames:
-            container.mux(stream.encode(av.VideoFrame.from_ndarray(frame, format="rgb24")))
-        container.mux(stream.encode())
-    return frames
-
-
 @pytest.mark.parametrize("suffix,container_format", [(".mp4", None), (".mkv", "matroska")])
 def test_seeking_gives_the_frames_decoding_in_order_gives(tmp_path, monkeypatch, suffix, container_format):
     """Far-apart samples are reached by seeking to the keyframe before each: the same frames as decoding every
@@ -124,3 +112,59 @@ def test_seeking_gives_the_frames_decoding_in_order_gives(tmp_path, monkeypatch,
     assert (seeked_meta.total_num_frames, seeked_meta.fps) == (in_order_meta.total_num_frames, 30.0) == (600, 30.0)
     np.testing.assert_array_equal(seeked, in_order)
     assert len({f.tobytes() for f in seeked}) == 16
+
+
+@pytest.mark.parametrize("codec", ["h264", "mpeg4"])
+def test_decoder_threads_return_the_same_frames(tmp_path, monkeypatch, codec):
+    """FFmpeg's frame and slice threads (decoder_threads 0: FFmpeg's choice; 2; 4) give, frame by frame, the frames
+    one thread gives: every frame decoded in order, and 16 far-apart frames reached by seeking. H.264 with B-frames
+    (most downloaded videos) and MPEG-4 Part 2 (the synthetic benchmarks' videos)."""
+    from model_adapters import frames as frames_module
+
+    path, n = tmp_path / f"{codec}.mp4", 240
+    if codec == "h264":
+        write_h264(path, n, gop=24, side=96)
+    else:
+        write_mp4(path, np.random.default_rng(0).integers(0, 256, (n, 96, 96, 3), dtype=np.uint8), fps=30)
+    every = read_frames(path, n, decoder_threads=1)[0]
+    assert every.shape == (n, 96, 96, 3) and len({f.tobytes() for f in every}) == n
+    for threads in (0, 2, 4):
+        np.testing.assert_array_equal(read_frames(path, n, decoder_threads=threads)[0], every)
+    monkeypatch.setattr(frames_module, "SEEK_GAP_FRAMES", 8)  # 16 samples of 240 frames are 16 apart: seek to each
+    for threads in (1, 0, 2, 4):
+        np.testing.assert_array_equal(read_frames(path, 16, decoder_threads=threads)[0], every[sample_indices(n, 16)])
+
+
+def test_frame_source_cache_is_bounded_by_bytes(tmp_path):
+    paths = [tmp_path / f"v{i}.mp4" for i in range(3)]
+    for p in paths:
+        write_mp4(p, coloured_frames(4))  # 4 frames of 32 x 32 x 3: 12,288 bytes a video
+    source = FrameSource(max_frames=4, cache_bytes=2 * 12_288)
+    for p in paths:
+        source(p)
+    source(paths[1])
+    source(paths[2])
+    assert source.decodes == {str(p): 1 for p in paths}  # the last two stayed
+    source(paths[0])
+    assert source.decodes[str(paths[0])] == 2
+    too_big = FrameSource(max_frames=4, cache_bytes=1000)
+    assert frame_ids(too_big(paths[0])[0]) == [0, 1, 2, 3]  # returned, not kept
+    too_big(paths[0])
+    assert too_big.decodes[str(paths[0])] == 2
+
+
+def test_frame_source_serves_threads_at_once(tmp_path):
+    """Eight threads asking for four videos (each twice) get each video's frames; none is decoded twice when the
+    first decode of each finishes before its second request."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    paths = [tmp_path / f"v{i}.mp4" for i in range(4)]
+    for i, p in enumerate(paths):
+        write_mp4(p, coloured_frames(6)[i:])
+    source = FrameSource(max_frames=16)
+    with ThreadPoolExecutor(8) as pool:
+        first = list(pool.map(source, paths))
+        second = list(pool.map(source, paths))
+    assert [frame_ids(f) for f, _ in first] == [list(range(i, 6)) for i in range(4)]
+    assert all(a is b for a, b in zip(first, second, strict=True))
+    assert source.decodes == {str(p): 1 for p in paths}
