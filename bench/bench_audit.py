@@ -3,13 +3,16 @@
 Writes an lmms-eval output tree in the 0.7.3 format (one folder per model, `<date>_results.json` and
 `<date>_samples_<task>.jsonl` lines with doc_id, target, filtered_resps, token_counts, doc_hash, acc,
 the visdep record and the prompt as `input`), 100,000 questions spread over the four benchmarks
-(categories, varying K and questions per video as in the real ones: the intervals resample videos),
-then runs the real `visdep audit` command on it with a panel (3 text LLMs, 5 VLMs, 2 held out) and reports
-its wall time and peak memory as measured, with their ratios to the targets. The audit forks one reader per
-core and a plot process, so memory is the peak of the RSS summed over all its processes (sampled every 50 ms;
-an upper bound, as pages a child shares with its parent count twice).
+(categories, varying K, questions per video and blind prompts shared across videos as in the real ones: the
+intervals resample videos and prompts), then runs the real `visdep audit` command on it with a panel (3 text
+LLMs, 5 VLMs, 2 held out) and reports its wall time, CPU time and peak memory, with their ratios to the targets,
+and the command's own phases (read and compute, write: wall and CPU). The benchmarks of trees of 64 MB or more are
+read and computed by forked processes side by side, one per core (`--processes 1`: all in the audit's own process),
+so memory is the peak of the RSS summed over all its processes (sampled every 50 ms; an upper bound, as pages a
+child shares with its parent count twice).
 
-    python bench/bench_audit.py [--questions 100000] [--models 10] [--workdir DIR] [--keep]
+    python bench/bench_audit.py [--questions 100000] [--models 10] [--processes N] [--no-prompt-ids]
+                                [--workdir DIR] [--keep]
 
 Generating the tree takes about a minute and is not timed.
 """
@@ -34,30 +37,36 @@ import psutil
 TIME_TARGET_S = 10.0
 MEMORY_TARGET_MB = 2048.0
 DATE = "20260101_120000"
-# benchmark -> (categories, option counts K drawn per question, questions per video)
+# benchmark -> (categories, option counts K drawn per question, questions per video, share of questions whose blind
+# prompt questions about other videos share: VRU-Accident's is 3,015 of 6,000)
 BENCHMARKS = {
-    "mmau": ([None], [5], 1),
+    "mmau": ([None], [5], 1, 0.0),
     "vru_accident": (["weather and light", "location", "road type", "accident type", "accident reason",
-                      "prevention method"], [4], 6),
+                      "prevention method"], [4], 6, 0.5),
     "trafficqa": (["basic understanding", "attribution", "event forecasting", "reverse reasoning",
-                   "counterfactual inference", "introspection"], [2, 3, 4, 4, 4, 4], 6),
+                   "counterfactual inference", "introspection"], [2, 3, 4, 4, 4, 4], 6, 0.2),
     "accidentbench": (["temporal_causal_reasoning", "spatial_reasoning", "intent_goal_reasoning"],
-                      [2, 3, 4, 4, 5, 6, 12], 9),
+                      [2, 3, 4, 4, 5, 6, 12], 9, 0.2),
 }
 OPTION = "the driver of the white car fails to yield while turning left at the intersection"
 
 
 def questions(benchmark: str, n: int, seed: int) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(seed)
-    categories, ks, _ = BENCHMARKS[benchmark]
+    categories, ks, _, shared_share = BENCHMARKS[benchmark]
     k = rng.choice(ks, n)
+    prompt = n + np.arange(n)  # a prompt of its own, or one of n / 15 shared ones (Zipf-like copy counts)
+    shared = rng.random(n) < shared_share
+    pool = max(1, n // 15)
+    weight = 1.0 / (np.arange(pool) + 5.0) ** 1.1
+    prompt[shared] = rng.choice(pool, int(shared.sum()), p=weight / weight.sum())
     return {"k": k, "answer": rng.integers(0, k), "category": rng.integers(0, len(categories), n),
-            "difficulty": rng.normal(0, 1, n)}
+            "difficulty": rng.normal(0, 1, n), "prompt": prompt}
 
 
 def write_samples(args) -> None:
-    path, benchmark, mode, q, model_index = args
-    categories, _, per_video = BENCHMARKS[benchmark]
+    path, benchmark, mode, q, model_index, prompt_ids = args
+    categories, _, per_video, _ = BENCHMARKS[benchmark]
     rng = np.random.default_rng([model_index, hash(mode) % 1000, len(path.name)])
     n = len(q["k"])
     skill = 0.4 + 0.1 * (model_index % 4) + (0.5 if mode == "video" else 0.0)
@@ -73,7 +82,8 @@ def write_samples(args) -> None:
             options = "\\n".join(f"{chr(65 + j)}. {OPTION} ({j})" for j in range(k))
             record = (f'{{"question_id": "{benchmark}-{i}", "benchmark": "{benchmark}", "mode": "{mode}", '
                       f'"category": {json.dumps(category)}, "source": "SRC", "video": "videos/{i // per_video}.mp4", '
-                      f'"n_options": {k}, '
+                      + (f'"prompt_id": "{int(q["prompt"][i]):016x}", ' if prompt_ids else "")
+                      + f'"n_options": {k}, '
                       f'"answer_index": {y}, "option_logprobs": [{lps}], "scoring": "letter"}}')
             resps = ", ".join(f'"({-float(x)!r}, False)"' for x in lp)
             f.write(f'{{"doc_id": {i}, "target": "{y}", "filtered_resps": [{resps}], '
@@ -83,7 +93,7 @@ def write_samples(args) -> None:
                     f'option\'s letter from the given choices directly."}}\n')
 
 
-def write_tree(root: Path, n_questions: int, n_models: int) -> list[str]:
+def write_tree(root: Path, n_questions: int, n_models: int, prompt_ids: bool) -> list[str]:
     per_benchmark = n_questions // len(BENCHMARKS)
     qs = {b: questions(b, per_benchmark, seed) for seed, b in enumerate(BENCHMARKS)}
     models = [f"org/model-{m}" for m in range(n_models)]
@@ -100,7 +110,7 @@ def write_tree(root: Path, n_questions: int, n_models: int) -> list[str]:
         (folder / f"{DATE}_results.json").write_text(json.dumps(results))
         for b in BENCHMARKS:
             for mode in ("blind", "video"):
-                jobs.append((folder / f"{DATE}_samples_{b}_{mode}.jsonl", b, mode, qs[b], m))
+                jobs.append((folder / f"{DATE}_samples_{b}_{mode}.jsonl", b, mode, qs[b], m, prompt_ids))
     with Pool(2) as pool:
         pool.map(write_samples, jobs)
     return models
@@ -136,12 +146,18 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--questions", type=int, default=100_000)
     parser.add_argument("--models", type=int, default=10)
+    parser.add_argument("--processes", type=int, default=None,
+                        help="processes reading and computing the benchmarks (VISDEP_AUDIT_PROCESSES; default one "
+                             "per core; 1: all in the audit's own process)")
+    parser.add_argument("--no-prompt-ids", action="store_true",
+                        help="records without prompt_id, as written before visdep recorded it: the audit then "
+                             "resamples videos only")
     parser.add_argument("--workdir", type=Path, help="where to write the tree (default: a temporary folder)")
     parser.add_argument("--keep", action="store_true", help="keep the tree and the audit output")
     args = parser.parse_args()
     work = args.workdir or Path(tempfile.mkdtemp(prefix="bench_audit_"))
     runs, out, panel, marker = work / "runs", work / "audit", work / "panel.yaml", work / "tree.json"
-    shape = {"questions": args.questions, "models": args.models, "format": 3}
+    shape = {"questions": args.questions, "models": args.models, "prompt_ids": not args.no_prompt_ids, "format": 4}
     if out.exists():
         shutil.rmtree(out)
     if marker.is_file() and json.loads(marker.read_text()) == shape:
@@ -150,7 +166,7 @@ def main() -> int:
         if runs.exists():
             shutil.rmtree(runs)
         start = time.perf_counter()
-        models = write_tree(runs, args.questions, args.models)
+        models = write_tree(runs, args.questions, args.models, not args.no_prompt_ids)
         panel.write_text(json.dumps({"text_llms": models[:3], "vlms": models[3:8], "held_out": models[8:]}))
         marker.write_text(json.dumps(shape))
         print(f"tree written in {time.perf_counter() - start:.1f} s (not timed)")
@@ -162,18 +178,19 @@ def main() -> int:
             while f.read(1 << 24):
                 pass
     log = work / "audit.log"
+    env = dict(os.environ) | ({"VISDEP_AUDIT_PROCESSES": str(args.processes)} if args.processes else {})
     start = time.perf_counter()
     with open(log, "w") as stderr:
         child = subprocess.Popen([sys.executable, "-m", "visdep_metrics.cli.main", "audit", str(runs), "--panel",
-                                  str(panel), "--out", str(out)], stdout=subprocess.DEVNULL, stderr=stderr)
+                                  str(panel), "--out", str(out)], stdout=subprocess.DEVNULL, stderr=stderr, env=env)
         sampler = TreeMemory(child.pid)
         sampler.start()
-        # the audit's rusage (with its reader and plot processes), not the tree writers'
+        # the audit's rusage (with the processes it forked), not the tree writers'
         _, status, usage = os.wait4(child.pid, 0)
         sampler.stop.set()
         sampler.join()
     wall = time.perf_counter() - start
-    # the audit forks readers and a plotter: the memory that counts is that of all its processes together
+    # the audit may fork: the memory that counts is that of all its processes together
     peak_mb, single_mb, cpu = sampler.peak_mb, usage.ru_maxrss / 1024, usage.ru_utime + usage.ru_stime
     messages = log.read_text()
     if os.waitstatus_to_exitcode(status) != 0:
@@ -183,7 +200,8 @@ def main() -> int:
     print(f"visdep audit: wall {wall:.2f} s, CPU {cpu:.2f} s (all threads and processes), peak RSS {peak_mb:.0f} MB "
           f"summed over its processes (largest single process {single_mb:.0f} MB) ({n_rows} question rows, "
           f"outputs in {out})")
-    for line in messages.splitlines():  # the command's own stage timings
+    print("phases (the command's own timings, wall and CPU of its process and those it forked):")
+    for line in messages.splitlines():
         if any(f" - {stage} " in line for stage in ("read", "computed", "wrote")):
             print("  " + line.split(" - ", 1)[1])
     print(f"load average during the run (1 min): {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")

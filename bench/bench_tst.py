@@ -18,7 +18,8 @@ import numpy as np
 from sklearn.ensemble import RandomForestClassifier
 
 from lmms_eval_tasks.loaders import load_benchmark
-from visdep_metrics.tst.stress_test import TstConfig, _stat_keys, cross_validation_setup, fold_design
+from visdep_metrics.tst.features import stat_keys
+from visdep_metrics.tst.stress_test import TstConfig, cross_validation_setup, fold_design
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "benchmarks"
 
@@ -43,7 +44,7 @@ def main() -> None:
         records = load_benchmark(name, root)
         start = time.perf_counter()
         table, folds, _ = cross_validation_setup(records, config)
-        keys = _stat_keys(table)
+        keys = stat_keys(table)
         designs = [fold_design(table, folds, f, config, keys) for f in range(config.folds)]
         features = time.perf_counter() - start
         start = time.perf_counter()

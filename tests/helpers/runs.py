@@ -14,13 +14,16 @@ import numpy as np
 
 
 def visdep_record(question_id, benchmark, mode, answer_index, logprobs, category=None, source="CAP",
-                  scoring="letter", video=None) -> dict:
-    """A visdep record; without `video` it is one written before the tasks recorded the question's video."""
+                  scoring="letter", video=None, prompt_id=None) -> dict:
+    """A visdep record; without `video` (`prompt_id`) it is one written before the tasks recorded the question's
+    video (its blind prompt's identity)."""
     record = {"question_id": question_id, "benchmark": benchmark, "mode": mode, "category": category,
               "source": source, "n_options": len(logprobs), "answer_index": int(answer_index),
               "option_logprobs": [float(x) for x in logprobs], "scoring": scoring}
     if video is not None:
         record["video"] = video
+    if prompt_id is not None:
+        record["prompt_id"] = prompt_id
     return record
 
 
@@ -36,11 +39,13 @@ def sample_line(doc_id: int, record: dict) -> dict:
 
 
 def write_run(root: Path, model: str | None, tasks: dict[str, list[dict]], date: str = "20260101_120000",
-              model_type: str = "visdep_vlm", extra_args: str = "max_frames=16", subfolder: str | None = None) -> Path:
+              model_type: str = "visdep_vlm", extra_args: str = "max_frames=16", subfolder: str | None = None,
+              visdep: dict | None = None) -> Path:
     """Write one lmms-eval run: `<root>/<subfolder>/<date>_results.json` and a samples file per task.
 
     tasks: task name -> visdep records in doc order. `model` None writes a run without `pretrained=`
-    (like lmms-eval's dummy). Returns the folder written."""
+    (like lmms-eval's dummy). `visdep`: the results file's visdep section ({"model": ..., "dropped": ...}), which
+    runs written before visdep recorded it lack. Returns the folder written."""
     folder = Path(root) / (subfolder if subfolder is not None else (model or model_type).replace("/", "__"))
     folder.mkdir(parents=True, exist_ok=True)
     model_args = ",".join(a for a in (f"pretrained={model}" if model else "", extra_args) if a)
@@ -51,6 +56,8 @@ def write_run(root: Path, model: str | None, tasks: dict[str, list[dict]], date:
         "n-samples": {t: {"original": len(records), "effective": len(records)} for t, records in tasks.items()},
         "date": date, "lmms_eval_version": "0.7.3",
     }
+    if visdep is not None:
+        results["visdep"] = visdep
     (folder / f"{date}_results.json").write_text(json.dumps(results, indent=2))
     for task, records in tasks.items():
         with open(folder / f"{date}_samples_{task}.jsonl", "w") as f:
@@ -60,7 +67,7 @@ def write_run(root: Path, model: str | None, tasks: dict[str, list[dict]], date:
 
 
 def records_from_correct(benchmark: str, mode: str, correct, n_options, categories=None, prefix="q",
-                         videos=None) -> list[dict]:
+                         videos=None, prompts=None) -> list[dict]:
     """Records whose argmax is the answer exactly where `correct` is 1 (answer_index = i % K)."""
     out = []
     for i, (c, k) in enumerate(zip(correct, n_options, strict=True)):
@@ -70,5 +77,6 @@ def records_from_correct(benchmark: str, mode: str, correct, n_options, categori
         logprobs[pred] = -0.2
         out.append(visdep_record(f"{prefix}-{i}", benchmark, mode, answer, logprobs,
                                  category=None if categories is None else categories[i],
-                                 video=None if videos is None else videos[i]))
+                                 video=None if videos is None else videos[i],
+                                 prompt_id=None if prompts is None else prompts[i]))
     return out

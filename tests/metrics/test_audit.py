@@ -9,7 +9,7 @@ import pytest
 
 from tests.helpers.hand_example import ANSWER, L1, L2, V1_BLIND, V1_VIDEO, h_norm
 from tests.helpers.runs import records_from_correct, visdep_record, write_run
-from visdep_metrics.audit import report as report_module
+from visdep_metrics.audit import plots
 from visdep_metrics.audit.compute import run_audit
 from visdep_metrics.audit.nonvisual import StressTestError
 from visdep_metrics.audit.report import write_audit
@@ -123,8 +123,9 @@ def test_report_and_outputs(toy_tree, tmp_path):
                            "org/vlm-b": "panel_vlm", "org/vlm-heldout": "held_out"}
     out = write_audit(audit, tmp_path / "audit")
     report = (out / "report.md").read_text()
-    for heading in ("## Table 1", "Average VLM", "## Table 2", "**MM-AU, vlm-heldout** (held out)",
-                    "## Table 5", "Filtered (G) Acc_V", "## Threshold sweeps", "## Files used"):
+    for heading in ("## Global diagnosis", "Average VLM", "## Filtering strategies",
+                    "**MM-AU, vlm-heldout** (held out)", "## Before and after filtering", "Filtered (G) Acc_V",
+                    "## Threshold sweeps", "## Files used"):
         assert heading in report
     # Table 1's Average VLM row is the mean over the three VLMs, here computed from the samples files themselves
     accuracy = {}
@@ -139,7 +140,7 @@ def test_report_and_outputs(toy_tree, tmp_path):
     assert f"| Average VLM | {acc_b:.2f} | {acc_v:.2f} | {acc_b - 20:.2f} | {acc_v - acc_b:.2f} |" in report
     for name in ("diagnostic_space.png", "sweeps.png"):
         assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    legend = report_module._diagnostic_space(audit).axes[0].get_legend()
+    legend = plots.diagnostic_space(audit).axes[0].get_legend()
     assert [t.get_text() for t in legend.get_texts()] == ["MM-AU", "its grounded subset"]
     manifest = json.loads((out / "audit.json").read_text())
     assert len(manifest["files_used"]) == 8 and manifest["tau"] == 0.3
@@ -149,14 +150,12 @@ def test_report_and_outputs(toy_tree, tmp_path):
 
 
 def test_plots_that_fail_to_draw_fail_the_audit_and_write_nothing(toy_tree, tmp_path, monkeypatch):
-    from visdep_metrics.audit import report
-
     def broken(figure_audit):
-        raise ValueError("no ink")
+        raise RuntimeError("no ink")
 
     audit = run_audit([toy_tree], n_resamples=20)
-    monkeypatch.setattr(report, "_sweep_figure", broken)  # the forked drawing process inherits it
-    with pytest.raises(report.PlotError, match="drawing the plots failed"):
+    monkeypatch.setattr(plots, "sweep_figure", broken)
+    with pytest.raises(RuntimeError, match="no ink"):
         write_audit(audit, tmp_path / "audit")
     assert [p.name for p in tmp_path.iterdir()] == [toy_tree.name]  # neither OUT nor its staging folder
 
@@ -240,24 +239,6 @@ def test_benchmarks_audited_side_by_side_equal_each_audited_alone(tmp_path):
     pd.testing.assert_frame_equal(together, alone)
 
 
-def test_where_forking_is_unsafe_everything_runs_in_this_process(toy_tree, tmp_path, monkeypatch):
-    import multiprocessing
-
-    from visdep_metrics.audit import report, runs
-
-    monkeypatch.setattr(runs, "PARALLEL_READ_BYTES", 0)
-    for module in (runs, report):
-        monkeypatch.setattr(module, "fork_context", lambda: None)
-
-    def refuse(process):
-        raise AssertionError(f"{process.name} was started")
-
-    monkeypatch.setattr(multiprocessing.process.BaseProcess, "start", refuse)
-    out = write_audit(run_audit([toy_tree], n_resamples=20), tmp_path / "audit")
-    for name in ("diagnostic_space.png", "sweeps.png"):
-        assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-
-
 def test_provenance_umask_and_panel_notes(toy_tree, tmp_path):
     import hashlib
     import os
@@ -307,3 +288,85 @@ def test_highest_s_questions_come_with_the_prompt_lmms_eval_logged(toy_runs, tmp
     assert top["prompt"].tolist() == [expected[q] for q in top["question_id"]]
     report = (write_audit(run_audit([toy_runs], n_resamples=10), tmp_path / "audit") / "report.md").read_text()
     assert "## The 20 highest-S questions" in report and "   > question cap-2\n   > A. ..." in report
+
+
+def test_verdicts_say_no_more_than_the_intervals_show(tmp_path):
+    # MM-AU (K = 5): blind exactly at chance, the video lifts: no text shortcut detected, but not "needs the video";
+    # VRU-Accident (K = 4): blind far below chance, the video lifts: needs the video
+    n = 200
+    videos = [f"v{q // 2}.mp4" for q in range(n)]
+    runs = tmp_path / "runs"
+    for model in ("org/vlm-a", "org/vlm-b"):
+        write_run(runs, model, {
+            "mmau_blind": records_from_correct("mmau", "blind", np.arange(n) % 5 == 0, [5] * n, videos=videos),
+            "mmau_video": records_from_correct("mmau", "video", np.arange(n) % 5 != 4, [5] * n, videos=videos),
+            "vru_accident_blind": records_from_correct("vru_accident", "blind", np.arange(n) % 20 == 0, [4] * n,
+                                                       videos=videos),
+            "vru_accident_video": records_from_correct("vru_accident", "video", np.arange(n) % 5 != 4, [4] * n,
+                                                       videos=videos)})
+    report = (write_audit(run_audit([runs], n_resamples=300), tmp_path / "audit") / "report.md").read_text()
+    mmau, vru = (next(line for line in report.splitlines() if line.startswith(f"- **{b}**"))
+                 for b in ("MM-AU", "VRU-Accident"))
+    assert "no text shortcut detected at this size: Blind Gap +0.0 points [" in mmau
+    assert "independent blind answers" in mmau and "needs the video" not in mmau
+    assert "Verdict: the video adds accuracy, and no text shortcut was detected at this size." in mmau
+    assert "Blind Gap -20.0 points [" in vru and "Verdict: needs the video" in vru
+
+
+def test_textual_evidence_is_chosen_by_name(toy_runs, tmp_path, monkeypatch, capsys):
+    from visdep_metrics.audit.diagnostics import TEXTUAL_EVIDENCE
+
+    monkeypatch.setitem(TEXTUAL_EVIDENCE, "half", lambda correct, entropy, p_answer, k: np.full(len(k), 0.5))
+    out = tmp_path / "audit"
+    assert main(["audit", str(toy_runs), "--out", str(out), "--n-resamples", "20", "--textual-evidence", "half"]) == 0
+    assert pd.read_csv(out / "questions.csv")["T"].tolist() == [0.5, 0.5, 0.5]
+    assert json.loads((out / "audit.json").read_text())["textual_evidence"] == "half"
+    assert "T(q): `half`" in (out / "report.md").read_text()
+    with pytest.raises(SystemExit):
+        main(["audit", str(toy_runs), "--out", str(tmp_path / "other"), "--textual-evidence", "nope"])
+    assert "invalid choice: 'nope'" in capsys.readouterr().err
+
+
+def test_questions_the_tasks_left_out_are_listed_by_reason(tmp_path):
+    dropped = {"mmau_blind": [
+        {"question_id": "cap-7", "where": "mm_au/test.json record 7", "reason": "the answer is not among the options"},
+        {"question_id": "cap-9", "where": "mm_au/test.json record 9", "reason": "the answer is not among the options"},
+        {"question_id": None, "where": "mm_au/test.json record 12", "reason": "the question text is empty"}]}
+    write_run(tmp_path / "runs", "org/vlm", {"mmau_blind": records_from_correct("mmau", "blind", [1, 0], [5, 5])},
+              visdep={"model": None, "dropped": dropped})
+    out = write_audit(run_audit([tmp_path / "runs"], n_resamples=10), tmp_path / "audit")
+    by_reason = json.loads((out / "audit.json").read_text())["dropped_by_tasks"]["mmau_blind"]
+    assert [e["question_id"] for e in by_reason["the answer is not among the options"]] == ["cap-7", "cap-9"]
+    assert by_reason["the question text is empty"] == [dropped["mmau_blind"][2]]
+    report = (out / "report.md").read_text()
+    assert "| mmau_blind | the answer is not among the options | 2 | cap-7, cap-9 |" in report
+    assert "| mmau_blind | the question text is empty | 1 | mm_au/test.json record 12 |" in report
+
+
+def test_hashes_of_unchanged_files_are_kept_and_changed_files_hashed_again(toy_runs, tmp_path, monkeypatch):
+    import hashlib
+    import os
+
+    from visdep_metrics import provenance
+
+    monkeypatch.setenv("VISDEP_HASH_CACHE", str(tmp_path / "cache.json"))
+    (path,) = (toy_runs / "org__V1").glob("*_samples_mmau_video.jsonl")
+    assert run_audit([toy_runs], n_resamples=10).provenance["input_sha256"][str(path)] == \
+        hashlib.sha256(path.read_bytes()).hexdigest()
+    assert not json.loads((tmp_path / "cache.json").read_text())  # files written just now may change unseen: racy
+    monkeypatch.setattr(provenance, "RACY_SECONDS", 0.0)
+    run_audit([toy_runs], n_resamples=10)
+    cache = json.loads((tmp_path / "cache.json").read_text())
+    assert cache[str(path.resolve())][:-1] == provenance.file_state(os.stat(path))
+    # a kept hash is used while the file's state is unchanged: a planted one shows it
+    cache[str(path.resolve())][-1] = "f" * 64
+    (tmp_path / "cache.json").write_text(json.dumps(cache))
+    assert run_audit([toy_runs], n_resamples=10).provenance["input_sha256"][str(path)] == "f" * 64
+    with open(path, "a") as f:  # any write changes the state
+        f.write("\n")
+    assert run_audit([toy_runs], n_resamples=10).provenance["input_sha256"][str(path)] == \
+        hashlib.sha256(path.read_bytes()).hexdigest()
+    monkeypatch.setenv("VISDEP_HASH_CACHE", "off")
+    (tmp_path / "cache.json").unlink()
+    run_audit([toy_runs], n_resamples=10)
+    assert not (tmp_path / "cache.json").exists()

@@ -1,4 +1,4 @@
-"""Intervals resample videos, not questions: questions about one video are not independent (issue 10).
+"""Intervals resample videos, not questions: questions about one video are not independent.
 
 Constructed runs: 200 videos x 6 questions whose correctness is shared within each video. Resampling questions
 as if independent gives the width of 1,200 independent questions (about 5.7 points); resampling videos gives the
@@ -79,10 +79,12 @@ def test_report_says_what_was_resampled_and_why_an_interval_is_missing(tmp_path)
                                                      videos=videos) for mode in ("blind", "video")})
     audit = run_audit([tmp_path / "runs"], n_resamples=50)
     s = audit.summary.set_index("category")
-    assert s.loc["all", "n_resampled"] == 3 and s.loc["all", "resampled"] == "videos"
+    assert s.loc["all", "n_videos"] == 3 and s.loc["all", "resampled"] == "videos"
+    assert np.isnan(s.loc["all", "n_prompts"])  # the records name no prompt
     assert s.loc["location", "interval_note"] == "one question: nothing to resample"
     assert s.loc["weather", "interval_note"].startswith("all 2 questions are about one video")
     report = (write_audit(audit, tmp_path / "audit") / "report.md").read_text()
-    assert "VRU-Accident: 3 videos (5 questions)" in report
+    assert "| VRU-Accident | 5 | 3 | – | videos |" in report
+    assert "the samples name no blind prompt" in report
     assert "100.00 (no interval: one question: nothing to resample)" in report
     assert "[–, –]" not in report

@@ -5,7 +5,6 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-import scipy.stats
 
 from tests.helpers.runs import records_from_correct, write_run
 from visdep_metrics.cli.main import main
@@ -68,7 +67,7 @@ def test_unknown_baseline_is_refused(tmp_path, capsys):
     assert not out.exists()
 
 
-# --------------------------------------------------------------------------- shortcut gains (issue 10)
+# --------------------------------------------------------------------------- shortcut gains
 N, PER_VIDEO = 300, 3
 
 
@@ -117,17 +116,46 @@ def test_gain_from_text_shortcuts_is_flagged_and_a_visual_gain_is_not(checkpoint
     assert "- **grounded** on VRU-Accident" in report and "the gain came with more use of the video." in report
 
 
-def test_mcnemar_p_values_equal_scipy_binomial_test_on_the_discordant_counts(checkpoints):
-    correct, out = checkpoints
+def test_p_values_are_paired_bootstrap_p_values_that_agree_with_the_intervals(checkpoints):
+    _, out = checkpoints
     table = pd.read_csv(out / "compare.csv").set_index("model")
-    base = correct["org/base"]
-    for model in ("org/sft", "org/grounded"):
-        for mode, column in ((0, "delta_acc_blind_p"), (1, "delta_acc_video_p")):
-            ours, theirs = correct[model][mode], base[mode]
-            gained = sum(int(a == 1 and b == 0) for a, b in zip(ours, theirs, strict=True))
-            lost = sum(int(a == 0 and b == 1) for a, b in zip(ours, theirs, strict=True))
-            expected = scipy.stats.binomtest(gained, gained + lost, 0.5).pvalue if gained + lost else 1.0
-            assert table.loc[model, column] == pytest.approx(expected, rel=1e-12)
-    assert table.loc["org/sft", "delta_acc_video_p"] < 1e-6 and table.loc["org/grounded", "delta_acc_blind_p"] == 1.0
-    # ΔVG's p is a permutation test over videos: the visual gain is far from chance, sft's zero change is not
-    assert table.loc["org/grounded", "delta_visual_gain_p"] < 0.01 and table.loc["org/sft", "delta_visual_gain_p"] > 0.5
+    assert set(table["p_test"]) == {"paired bootstrap over videos"}  # these records name no prompt
+    for metric in ("acc_blind", "acc_video", "visual_gain"):
+        p, lo, hi = (table[f"delta_{metric}{suffix}"] for suffix in ("_p", "_lo", "_hi"))
+        assert ((p < 0.05) == ((lo > 0) | (hi < 0))).all()
+    # sft's gain is far from chance (1000 resamples: the smallest p is 2 / 1001); grounded answers blind exactly as
+    # the base does, so every resampled difference is 0 and p is 1; sft's VG is unchanged on every question
+    assert table.loc["org/sft", "delta_acc_video_p"] == pytest.approx(2 / 1001)
+    assert table.loc["org/grounded", "delta_acc_blind_p"] == 1.0 and table.loc["org/sft", "delta_visual_gain_p"] == 1.0
+    assert table.loc["org/grounded", "delta_visual_gain_p"] < 0.01
+
+
+def test_the_sentence_names_everything_that_was_flagged(tmp_path):
+    # 600 questions on 200 videos: the tuned model gains 180 questions blind (BG +30) but only 60 with the video
+    # (Acc_V +10), so its Visual Gain falls by 20 points: both flags hold
+    n = 600
+    first = np.arange(n)
+    correct = {"org/base": (first < 180, first < 360), "org/tuned": (first < 360, first < 420)}
+    videos = [f"videos/{q // 3}.mp4" for q in range(n)]
+    runs = tmp_path / "runs"
+    for model, (blind, video) in correct.items():
+        write_run(runs, model, {f"vru_accident_{mode}": records_from_correct("vru_accident", mode, c.astype(int),
+                                                                             [4] * n, videos=videos)
+                                for mode, c in (("blind", blind), ("video", video))})
+    assert main(["audit", str(runs), "--out", str(tmp_path / "audit"), "--baseline", "org/base",
+                 "--n-resamples", "200"]) == 0
+    row = pd.read_csv(tmp_path / "audit" / "compare.csv").set_index("model").loc["org/tuned"]
+    assert row["delta_acc_blind"] == pytest.approx(30) and row["delta_visual_gain"] == pytest.approx(-20)
+    assert row["flagged"] == "Blind Gap rose; Visual Gain fell" and bool(row["text_shortcut_gain"])
+    report = (tmp_path / "audit" / "report.md").read_text()
+    assert "its accuracy rose while the Blind Gap rose and the Visual Gain fell" in report
+
+
+def test_a_comparison_on_a_subset_its_models_selected_says_so(compared):
+    table = pd.read_csv(compared / "compare.csv")
+    grounded = table[table["subset"] == "grounded"]
+    assert not grounded.empty  # org/llm forms T, the three VLMs V: org/base is among them
+    assert grounded["selection_note"].str.contains("selected with the runs of").all()
+    assert grounded["selection_note"].str.contains("org/base").all()
+    assert table.loc[table["subset"] == "full", "selection_note"].isna().all()
+    assert "Note: the subset was selected with the runs of" in (compared / "report.md").read_text()

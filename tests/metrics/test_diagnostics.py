@@ -1,20 +1,13 @@
-"""Pure diagnostics: hand-computed T, V, S, entropies, chance, BG/VG and the bootstrap against plain scipy."""
-
-import itertools
+"""Pure diagnostics: hand-computed T, V, S, entropies, chance, BG/VG."""
 
 import numpy as np
 import pytest
-import scipy.stats
 
 from tests.helpers.hand_example import ANSWER, L1, L2, V1_BLIND, V1_VIDEO, K, h_norm
 from visdep_metrics.audit.diagnostics import (
     answer_probability,
     blind_gap,
-    bootstrap_mean_intervals,
     chance,
-    cluster_permutation_pvalues,
-    clusters_per_group,
-    mcnemar_exact,
     normalised_entropy,
     option_probabilities,
     predicted_index,
@@ -104,93 +97,6 @@ def test_subset_diagnostics_per_model_with_text_only_rows():
     assert d["chance"][0] == pytest.approx((0.5 + 0.25 + 0.25) / 3)
     assert d["acc_blind"] == pytest.approx([2 / 3, 0])
     assert d["visual_gain"][0] == pytest.approx(1 / 3) and np.isnan(d["visual_gain"][1])
-
-
-def test_bootstrap_equals_plain_scipy_bootstrap_and_pairs_rows():
-    rng = np.random.default_rng(1)
-    blind = (rng.random(300) < 0.5).astype(float)
-    video = (rng.random(300) < 0.6).astype(float)
-    low, high = bootstrap_mean_intervals(np.stack([blind, video - blind]), n_resamples=999, seed=3)
-    # the one group draws from the first generator the seed spawns; no clusters: each question is one
-    plain = scipy.stats.bootstrap((blind,), np.mean, n_resamples=999, batch=999, method="percentile",
-                                  rng=np.random.default_rng(3).spawn(1)[0]).confidence_interval
-    paired = scipy.stats.bootstrap((video, blind), lambda v, b, axis=-1: v.mean(axis) - b.mean(axis), paired=True,
-                                   n_resamples=999, batch=999, method="percentile",
-                                   rng=np.random.default_rng(3).spawn(1)[0]).confidence_interval
-    assert low[0] == pytest.approx(plain.low) and high[0] == pytest.approx(plain.high)
-    assert low[1] == pytest.approx(paired.low) and high[1] == pytest.approx(paired.high)
-    assert low[0] < blind.mean() < high[0]
-
-
-def test_bootstrap_of_a_group_resamples_within_the_group():
-    rng = np.random.default_rng(2)
-    blind = (rng.random(300) < 0.5).astype(float)
-    in_group = rng.random(300) < 0.3
-    low, high = bootstrap_mean_intervals(blind[None], np.stack([np.ones(300, bool), in_group, ~in_group]),
-                                         n_resamples=999, seed=5)
-    # group 1 draws its own questions, as many as it has, from the second spawned generator
-    within = scipy.stats.bootstrap((blind[in_group],), np.mean, n_resamples=999, batch=999, method="percentile",
-                                   rng=np.random.default_rng(5).spawn(3)[1]).confidence_interval
-    assert (low[1, 0], high[1, 0]) == pytest.approx((within.low, within.high))
-    assert low.shape == (3, 1) and low[2, 0] < blind[~in_group].mean() < high[2, 0]
-
-
-def test_cluster_bootstrap_resamples_videos():
-    rng = np.random.default_rng(4)
-    sizes = rng.integers(1, 7, 80)  # 80 videos with 1 to 6 questions each
-    video = np.repeat(np.arange(80), sizes)
-    correct = (rng.random(80) < 0.5)[video].astype(float)  # one answer per video, shared by its questions
-    correct[rng.random(len(video)) < 0.1] = 1.0
-    shuffled = rng.permutation(len(video))  # questions need not come sorted by video
-    video_names = np.array([f"videos/{v:03d}.mp4" for v in video])[shuffled]
-    low, high = bootstrap_mean_intervals(correct[shuffled], clusters=video_names, n_resamples=999, seed=8)
-    # independent route: the bootstrap of the ratio (sum of drawn videos' correct) / (their question count)
-    sums, counts = np.bincount(video, correct), np.bincount(video)
-    ratio = scipy.stats.bootstrap((sums, counts), lambda s, c, axis=-1: s.sum(axis) / c.sum(axis), paired=True,
-                                  n_resamples=999, batch=999, method="percentile",
-                                  rng=np.random.default_rng(8).spawn(1)[0]).confidence_interval
-    assert (low[0], high[0]) == pytest.approx((ratio.low, ratio.high))
-
-
-def test_clusters_per_group_and_mcnemar_against_scipy():
-    groups = np.array([[1, 1, 1, 1, 0], [0, 0, 0, 1, 1]], dtype=bool)
-    assert clusters_per_group(groups, ["a", "a", "b", "c", "c"]).tolist() == [3, 1]
-    assert clusters_per_group(groups).tolist() == [4, 2]
-    rng = np.random.default_rng(6)
-    base = (rng.random(500) < 0.5).astype(float)
-    models = np.stack([np.where(rng.random(500) < 0.2, 1.0, base), base, 1 - base])
-    p = mcnemar_exact(models, base)
-    for row, model in zip(p, models, strict=True):
-        gained = int(sum(1 for m, b in zip(model, base, strict=True) if m == 1 and b == 0))
-        lost = int(sum(1 for m, b in zip(model, base, strict=True) if m == 0 and b == 1))
-        expected = scipy.stats.binomtest(gained, gained + lost, 0.5).pvalue if gained + lost else 1.0
-        assert row == expected
-    assert p[1] == 1.0 and p[0] < 1e-6
-
-
-def test_cluster_permutation_pvalue_by_enumeration():
-    d = np.array([0.0, 1, 1, -1, 0, 1, 1, 1, 0, 1])  # per-question paired differences
-    videos = np.array([0, 0, 1, 1, 2, 3, 4, 5, 6, 7])  # 8 videos: 2^8 sign flips, enumerated exactly
-    p = cluster_permutation_pvalues(d, videos, n_resamples=1000, seed=1)
-    sums = np.array([1.0, 0, 0, 1, 1, 1, 0, 1])  # per video
-    null = np.array([np.dot(signs, sums) for signs in itertools.product((-1, 1), repeat=8)])
-    observed = sums.sum()
-    expected = min(1.0, 2 * min((null <= observed).mean(), (null >= observed).mean()))
-    assert p[0] == pytest.approx(expected)
-    assert cluster_permutation_pvalues(np.zeros((1, 10)), videos)[0] == 1.0
-
-
-def test_bootstrap_degenerate_inputs():
-    low, high = bootstrap_mean_intervals(np.ones((2, 50)), n_resamples=200)
-    assert low.tolist() == [1.0, 1.0] and high.tolist() == [1.0, 1.0]
-    low, high = bootstrap_mean_intervals(np.ones((1, 1)))
-    assert np.isnan(low).all() and np.isnan(high).all()
-    one = np.zeros(40, bool)
-    one[3] = True  # a one-question group gets no interval
-    low, high = bootstrap_mean_intervals(np.ones((1, 40)), np.stack([np.ones(40, bool), one]), n_resamples=50)
-    assert low[0, 0] == 1.0 and np.isnan(low[1, 0]) and np.isnan(high[1, 0])
-    with pytest.raises(ValueError, match="finite"):
-        bootstrap_mean_intervals(np.array([[0.0, np.nan, 1.0]]))
 
 
 def test_validation_at_the_boundary():

@@ -90,7 +90,7 @@ def test_cli_runs_audit_and_grounded_task(fixture_env, tmp_path):
     panel = tmp_path / "panel.yaml"
     panel.write_text(f"text_llms: {LLMS}\nvlms: {VLMS}\nheld_out: [{HELD_OUT}]\n")
 
-    tst = tmp_path / "tst_mmau"  # the real `visdep tst` (issue 5) on the same benchmark files
+    tst = tmp_path / "tst_mmau"  # the real `visdep tst` on the same benchmark files
     proc = subprocess.run(["visdep", "tst", "--benchmark", "mmau", "--out", str(tst)], capture_output=True, text=True,
                           env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -118,8 +118,8 @@ def test_cli_runs_audit_and_grounded_task(fixture_env, tmp_path):
     assert mmau["s_tst"].tolist() == s_x.loc[mmau["question_id"], "s"].tolist()
     report = (out / "report.md").read_text()
     assert f"**MM-AU, {HELD_OUT.split('/')[-1]}** (held out)" in report and "VRU-Accident" in report  # its label
-    # the samples name each question's video: intervals resample the videos
-    assert "MM-AU: 10 videos (10 questions)" in report
+    # the samples name each question's video and prompt: intervals resample both
+    assert "| MM-AU | 10 | 10 | 10 | videos and prompts |" in report
     kept_solvability = 100 * s_x.loc[expected, "correct"].mean()
     assert f"| MM-AU | full | 10 | {100 * s_x['correct'].mean():.2f} |" in report
     assert f"| MM-AU | grounded | 5 | {kept_solvability:.2f} |" in report

@@ -3,10 +3,13 @@
 import json
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from tests.helpers.runs import records_from_correct, visdep_record, write_run
-from visdep_metrics.audit.runs import RunDataError, load_runs, model_identity
+from visdep_metrics.audit.pairing import load_runs
+from visdep_metrics.audit.runs import model_identity
+from visdep_metrics.audit.samples import RunDataError
 from visdep_metrics.cli.main import main
 
 
@@ -124,7 +127,7 @@ def test_video_run_that_dropped_questions_is_audited_on_the_questions_both_modes
     write_run(runs, "org/llm", {"mmau_blind": mmau("blind", correct=[1, 1, 0, 0, 0, 0])}, model_type="visdep_llm")
     bench = load_runs([runs]).benchmarks["mmau"]
     assert bench.questions["question_id"].tolist() == ["cap-0", "cap-2", "cap-3", "cap-5"]
-    assert bench.dropped["question_id"].tolist() == ["cap-1", "cap-4"]
+    assert bench.missing_in_video["question_id"].tolist() == ["cap-1", "cap-4"]
     assert bench.correct_blind.tolist() == [[1, 0, 0, 0], [0, 0, 0, 0]]  # org/llm, org/vlm
     assert bench.correct_video[1].tolist() == [1, 1, 0, 0]
     out = tmp_path / "audit"
@@ -215,9 +218,10 @@ def test_out_folder_that_is_not_an_audit_is_left_alone(tmp_path, capsys):
     assert [p.name for p in out.iterdir()] == ["notes.txt"]
 
 
-# --------------------------------------------------------------------------- reading in worker processes
+# --------------------------------------------------------------------------- benchmarks in worker processes
 def varied_tree(root):
-    """Three models on AccidentBench-like questions (K varies, categories), one file stringified (careful read)."""
+    """Three models on AccidentBench-like questions (K varies, categories) and on MM-AU, one file stringified (read
+    carefully)."""
     rng = np.random.default_rng(3)
     ks = rng.integers(2, 7, 40)
     answers = rng.integers(0, ks)
@@ -225,47 +229,51 @@ def varied_tree(root):
 
     def records(mode):
         return [visdep_record(f"ab-{i}", "accidentbench", mode, answers[i], rng.normal(-2, 1, k),
-                              category=categories[i]) for i, k in enumerate(ks)]
+                              category=categories[i], video=f"v{i // 4}.mp4", prompt_id=f"p{i % 7}")
+                for i, k in enumerate(ks)]
 
     for model in ("org/a", "org/b", "org/c"):
-        write_run(root, model, {"accidentbench_blind": records("blind"), "accidentbench_video": records("video")})
+        write_run(root, model, {"accidentbench_blind": records("blind"), "accidentbench_video": records("video"),
+                                "mmau_blind": mmau("blind", correct=rng.integers(0, 2, 6).tolist()),
+                                "mmau_video": mmau("video", correct=rng.integers(0, 2, 6).tolist())})
     path = next((root / "org__c").glob("*_samples_accidentbench_video.jsonl"))
     lines = [json.loads(line) for line in path.read_text().splitlines()]
     path.write_text("".join(json.dumps({**s, "visdep": json.dumps(s["visdep"])}) + "\n" for s in lines))
     return root
 
 
-def test_worker_processes_read_what_this_process_reads(tmp_path, monkeypatch):
-    import gc
-
-    from visdep_metrics.audit import runs as runs_module
+def test_benchmarks_audited_in_worker_processes_equal_those_audited_here(tmp_path, monkeypatch):
+    from visdep_metrics import parallel
+    from visdep_metrics.audit.compute import run_audit
 
     root = varied_tree(tmp_path / "runs")
-    serial = load_runs([root]).benchmarks["accidentbench"]
-    monkeypatch.setattr(runs_module, "PARALLEL_READ_BYTES", 0)
-    files, _ = runs_module.find_run_files([root])
-    if runs_module._worker_count(files) < 2:
-        pytest.skip("one usable core: the reader does not fork")
-    parallel = load_runs([root]).benchmarks["accidentbench"]
-    assert gc.isenabled()
-    assert parallel.questions.equals(serial.questions)
-    assert parallel.questions["category"].tolist()[:2] == ["spatial", "temporal"]
-    assert parallel.questions["category"].isna().tolist()[:3] == [False, False, True]
+    here = run_audit([root], n_resamples=50)
+    monkeypatch.setattr(parallel, "PARALLEL_BYTES", 0)
+    if parallel.process_count(2, 1) < 2:
+        pytest.skip("one usable core: the audit does not fork")
+    forked = run_audit([root], n_resamples=50)
+    for name in ("summary", "questions", "filters", "sweep", "headline"):
+        pd.testing.assert_frame_equal(getattr(forked, name), getattr(here, name), obj=name)
+    bench = forked.runs.benchmarks["accidentbench"]
+    assert bench.questions["category"].tolist()[:2] == ["spatial", "temporal"]
+    assert bench.questions["category"].isna().tolist()[:3] == [False, False, True]
     for name in ("correct_blind", "p_answer_blind", "entropy_blind", "correct_video", "p_answer_video"):
-        np.testing.assert_array_equal(getattr(parallel, name), getattr(serial, name), err_msg=name)
+        np.testing.assert_array_equal(getattr(bench, name), getattr(here.runs.benchmarks["accidentbench"], name))
+    assert forked.runs.sha256 == here.runs.sha256
 
 
 def test_an_error_in_a_worker_process_names_the_file_and_line(tmp_path, monkeypatch):
-    from visdep_metrics.audit import runs as runs_module
+    from visdep_metrics import parallel
+    from visdep_metrics.audit.compute import run_audit
 
     root = varied_tree(tmp_path / "runs")
     path = next((root / "org__b").glob("*_samples_accidentbench_blind.jsonl"))
     lines = path.read_text().splitlines()
     lines[7] = lines[7].replace('"option_logprobs": [', '"option_logprobs": [NaN, ', 1)
     path.write_text("\n".join(lines) + "\n")
-    monkeypatch.setattr(runs_module, "PARALLEL_READ_BYTES", 0)
+    monkeypatch.setattr(parallel, "PARALLEL_BYTES", 0)
     with pytest.raises(RunDataError, match=f"{path}:8: question 'ab-7': non-finite option log-probabilities"):
-        load_runs([root])
+        run_audit([root], n_resamples=20)
 
 
 # --------------------------------------------------------------------------- models told apart by settings
@@ -310,10 +318,12 @@ def test_unknown_record_fields_are_ignored_and_the_video_is_read(tmp_path):
     for i, r in enumerate(records):
         r["continuations"] = [" A", " B", " C", " D", " E"]  # a field the reader does not know
         r["video"] = f"CAP-DATA/1-10/1/{i // 2:03d}"
+        r["prompt_id"] = f"{i % 4:016x}"
     write_run(tmp_path, "org/vlm", {"mmau_blind": records})
     bench = load_runs([tmp_path]).benchmarks["mmau"]
     assert bench.questions["video"].tolist() == [f"CAP-DATA/1-10/1/{i // 2:03d}" for i in range(6)]
-    assert bench.clusters is not None and len(set(bench.clusters)) == 3
+    assert bench.videos is not None and len(set(bench.videos)) == 3
+    assert bench.prompts.tolist() == [f"{i % 4:016x}" for i in range(6)]
 
 
 def test_runs_that_disagree_on_a_question_video(tmp_path, capsys):
@@ -342,3 +352,54 @@ def test_a_panel_must_name_which_frame_budget_it_means(tmp_path):
     panel.write_text("text_llms: [org/llm]\nvlms: ['org/vlm [max_frames=8]']\n")
     audit = run_audit([tmp_path / "runs"], panel_path=panel, n_resamples=10)
     assert audit.panel.vlms == ("org/vlm [max_frames=8]",) and audit.roles["org/vlm [max_frames=4]"] == "vlm"
+
+
+def test_defaults_written_out_are_the_same_model_and_a_frame_budget_is_another(tmp_path):
+    # the adapter's defaults (max_frames=16, dtype=auto) filled in: a run that leaves them out and one that writes
+    # them out are one model; max_frames=8 is another
+    write_run(tmp_path, "org/vlm", {"mmau_blind": mmau("blind")}, extra_args="", subfolder="blind_default")
+    write_run(tmp_path, "org/vlm", {"mmau_video": mmau("video")}, extra_args="max_frames=16.0,dtype=AUTO",
+              subfolder="video_written_out")
+    runs = load_runs([tmp_path])
+    assert runs.benchmarks["mmau"].models == ["org/vlm"] and runs.benchmarks["mmau"].has_video.tolist() == [True]
+    assert dict(runs.model_info["org/vlm"].settings)["max_frames"] == "16"
+    write_run(tmp_path, "org/vlm", {"mmau_blind": mmau("blind"), "mmau_video": mmau("video", correct=[0] * 6)},
+              extra_args="max_frames=8", subfolder="eight")
+    runs = load_runs([tmp_path])
+    assert runs.benchmarks["mmau"].models == ["org/vlm [max_frames=16]", "org/vlm [max_frames=8]"]
+    assert [runs.model_info[m].max_frames for m in runs.benchmarks["mmau"].models] == [16, 8]
+
+
+def model_section(pretrained, checkpoint, settings=None):
+    """results["visdep"] as visdep's adapters write it."""
+    return {"model": {"adapter": "visdep_vlm", "pretrained": pretrained, "settings": settings or {"max_frames": "16"},
+                      "checkpoint": {"identity": checkpoint, "source": f"/ckpts/{pretrained}"}}, "dropped": {}}
+
+
+def test_the_recorded_model_section_decides_the_settings(tmp_path):
+    # model_args say nothing of the frames; the section visdep's adapter recorded says 8
+    write_run(tmp_path, "org/vlm", {"mmau_blind": mmau("blind"), "mmau_video": mmau("video")}, extra_args="",
+              visdep=model_section("org/vlm", "a" * 64, {"max_frames": 8, "dtype": "auto"}))
+    runs = load_runs([tmp_path])
+    settings = dict(runs.model_info["org/vlm"].settings)
+    assert settings["max_frames"] == "8" and settings["adapter"] == "visdep_vlm" and settings["scoring"] == "letter"
+    assert runs.used[0].checkpoint == "a" * 64
+    assert not runs.notes  # every run recorded its checkpoint
+
+
+def test_a_blind_and_a_video_run_of_different_weights_are_refused_naming_both(tmp_path):
+    blind = write_run(tmp_path, "org/vlm", {"mmau_blind": mmau("blind")}, subfolder="before",
+                      visdep=model_section("org/vlm", "a" * 64))
+    video = write_run(tmp_path, "org/vlm", {"mmau_video": mmau("video")}, subfolder="after",
+                      visdep=model_section("org/vlm", "b" * 64))
+    with pytest.raises(RunDataError, match="ran different checkpoints") as refused:
+        load_runs([tmp_path])
+    for folder in (blind, video):
+        assert str(next(folder.glob("*_results.json"))) in str(refused.value)
+    # the same identity pairs; a run without one pairs too, with a note that it could not be checked
+    write_run(tmp_path, "org/vlm", {"mmau_video": mmau("video")}, subfolder="after",
+              visdep=model_section("org/vlm", "a" * 64))
+    assert load_runs([tmp_path]).benchmarks["mmau"].has_video.tolist() == [True]
+    write_run(tmp_path, "org/vlm", {"mmau_video": mmau("video")}, subfolder="after")
+    notes = load_runs([tmp_path]).notes
+    assert len(notes) == 1 and "1 run(s) record no checkpoint identity" in notes[0]

@@ -11,18 +11,10 @@ Nothing here reads files or imports torch / lmms-eval.
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable
-from contextlib import contextmanager
 
 import numpy as np
-import scipy.stats
 from numpy.typing import ArrayLike
-from threadpoolctl import threadpool_limits
-
-# Resampled question indices processed at once (batch * n): about 8 MB stays in cache, which measured
-# twice as fast as 40 MB batches, and bounds the memory of any benchmark size.
-_BOOTSTRAP_BATCH_ELEMENTS = 1_000_000
 
 
 def check_n_options(n_options: ArrayLike, n_questions: int | None = None) -> np.ndarray:
@@ -139,7 +131,9 @@ def textual_evidence(correct_blind: ArrayLike, entropy_blind: ArrayLike) -> np.n
 
 def paper_textual_evidence(correct_blind: ArrayLike, entropy_blind: ArrayLike, p_answer_blind: ArrayLike,
                            n_options: ArrayLike) -> np.ndarray:
-    """The paper's T(q) (eq. 3) in the signature every variant of T shares: `textual_evidence`."""
+    """The paper's T(q), eq. 3: the text LLMs' mean of [correct] * (1 - H_norm).
+
+    `textual_evidence` in the signature every variant of T shares."""
     return textual_evidence(correct_blind, entropy_blind)
 
 
@@ -148,6 +142,126 @@ def paper_textual_evidence(correct_blind: ArrayLike, entropy_blind: ArrayLike, p
 TEXTUAL_EVIDENCE: dict[str, Callable[[ArrayLike, ArrayLike, ArrayLike, ArrayLike], np.ndarray]] = {
     "paper": paper_textual_evidence,
 }
+
+
+# Chance-aware variants of T(q). The paper's T counts a right blind answer by the model's confidence whether or
+# not the model knows anything: a model that guesses confidently raises T on about 1/K of the questions nobody
+# can answer from the text. Each variant below discounts chance in its own way; all stay in [0, 1].
+CHANCE_ALPHA = 0.05  # the level of the variants' one-sided tests
+
+
+def _blind_panel(correct_blind: ArrayLike, entropy_blind: ArrayLike, p_answer_blind: ArrayLike,
+                 n_options: ArrayLike) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The text panel's (models, n) correct, entropy and p(y*) as floats, and K, checked against each other."""
+    c, h = _panel_arrays(correct_blind, entropy_blind, "T(q) needs at least one text-only model")
+    c, p = _panel_arrays(c, p_answer_blind, "T(q) needs at least one text-only model")
+    return c, h, p, check_n_options(n_options, c.shape[1])
+
+
+def chance_normalised_evidence(correct_blind: ArrayLike, entropy_blind: ArrayLike, p_answer_blind: ArrayLike,
+                               n_options: ArrayLike) -> np.ndarray:
+    """T_cn(q) = 1/|M_LLM| sum_m max(0, (P_m(y*|blind,q) - 1/K) / (1 - 1/K)).
+
+    Each LLM's probability of the right option above chance, on V's scale (eq. 5): 0 at or below 1/K, 1 when
+    sure and right. A model that spreads its probability evenly adds nothing, right or wrong; one that is sure of
+    a lucky guess still adds its full confidence."""
+    _, _, p, k = _blind_panel(correct_blind, entropy_blind, p_answer_blind, n_options)
+    return np.clip((p - 1.0 / k) / (1.0 - 1.0 / k), 0.0, None).mean(axis=0)
+
+
+def chance_hits_pvalue(hits: ArrayLike, n_options: ArrayLike) -> np.ndarray:
+    """One-sided p-values of H0 "right by chance only": P(X >= hits), X = sum_q Bernoulli(1/K_q), the questions
+    independent (a Poisson binomial; a plain Binomial(n, 1/K) where every question has K options).
+
+    hits: right answers, one per model (any shape); n_options: K of the questions they were counted over."""
+    import scipy.signal
+    import scipy.stats
+
+    k = check_n_options(n_options)
+    a = np.asarray(hits)
+    values, counts = np.unique(k, return_counts=True)
+    if len(values) == 1:
+        return scipy.stats.binom.sf(a - 1, int(counts[0]), 1.0 / values[0])
+    # scipy's poisson_binom is quadratic in n (6 s at 100,000 questions); one binomial per distinct K, convolved
+    pmf = np.ones(1)
+    for kk, n in zip(values, counts, strict=True):
+        pmf = scipy.signal.fftconvolve(pmf, scipy.stats.binom.pmf(np.arange(n + 1), n, 1.0 / kk))
+    tail = np.clip(pmf, 0.0, None)[::-1].cumsum()[::-1]  # tail[j] = P(X >= j)
+    return np.minimum(1.0, tail[np.clip(a, 0, len(tail) - 1).astype(int)])
+
+
+def llms_above_chance_evidence(correct_blind: ArrayLike, entropy_blind: ArrayLike, p_answer_blind: ArrayLike,
+                               n_options: ArrayLike) -> np.ndarray:
+    """T_llm(q) = 1/|A| sum_{m in A} [Correct_m(q)] * (1 - H_norm,m(q)), A = the LLMs that beat chance; 0 if none.
+
+    The paper's T over the LLMs whose blind accuracy on these questions beats chance: model m is in A when
+    P(X >= a_m) <= alpha = `CHANCE_ALPHA`, a_m = sum_q [Correct_m(q)], X the right answers of a guesser
+    (`chance_hits_pvalue`). A model that knows nothing of the questions leaves T, and so its lucky guesses
+    leave S. The test is over the questions passed in (the audit passes one benchmark at a time)."""
+    c, h, _, k = _blind_panel(correct_blind, entropy_blind, p_answer_blind, n_options)
+    above = chance_hits_pvalue(c.sum(axis=1), k) <= CHANCE_ALPHA
+    if not above.any():
+        return np.zeros(c.shape[1])
+    return (c[above] * (1.0 - h[above])).mean(axis=0)
+
+
+def panel_beats_chance_evidence(correct_blind: ArrayLike, entropy_blind: ArrayLike, p_answer_blind: ArrayLike,
+                                n_options: ArrayLike) -> np.ndarray:
+    """T_pt(q) = T(q) if P(Binomial(|M_LLM|, 1/K) >= c(q)) <= alpha, else 0; c(q) = sum_m [Correct_m(q)].
+
+    The paper's T (eq. 3) where a one-sided binomial test says the text panel beats chance on this question:
+    under H0 each LLM guesses, right with probability 1/K, independently; alpha = `CHANCE_ALPHA`. With few
+    models only near-unanimity passes: at K = 4, 2 right of 2 has P = 1/16 > 0.05 (so a panel of two never
+    passes), 3 of 3 has P = 1/64, 3 of 4 has P = 13/256 > 0.05."""
+    import scipy.stats
+
+    c, h, _, k = _blind_panel(correct_blind, entropy_blind, p_answer_blind, n_options)
+    beats = scipy.stats.binom.sf(c.sum(axis=0) - 1, c.shape[0], 1.0 / k) <= CHANCE_ALPHA
+    return np.where(beats, (c * (1.0 - h)).mean(axis=0), 0.0)
+
+
+def latent_class_evidence(correct_blind: ArrayLike, entropy_blind: ArrayLike, p_answer_blind: ArrayLike,
+                          n_options: ArrayLike, max_iterations: int = 1000, tolerance: float = 1e-10) -> np.ndarray:
+    """T_lc(q) = pi L1(q) / (pi L1(q) + (1 - pi) L0(q)): the probability that q is answerable from its text.
+
+    A two-class model of the panel's right and wrong blind answers: on a question the text does not give away
+    every LLM is right by chance, with probability 1/K; on one it gives away LLM m is right with probability a_m:
+
+        L0(q) = prod_m (1/K)^{c_m(q)} (1 - 1/K)^{1 - c_m(q)}      L1(q) = prod_m a_m^{c_m(q)} (1 - a_m)^{1 - c_m(q)}
+
+    with c_m(q) = [Correct_m(q)], and pi (the share of answerable questions) and a_m fitted by maximum likelihood
+    over the questions passed in (EM from pi = 1/2, a_m = 0.9, until the log-likelihood gains less than `tolerance`
+    of itself; the chance class is fixed, so the classes cannot swap).
+    A model right at chance rate gets a_m near 1/K and its answers then weigh nothing; a lucky hit of one model
+    that others miss weighs little. Confidence plays no part. The models are taken as independent given the class."""
+    c, _, _, k = _blind_panel(correct_blind, entropy_blind, p_answer_blind, n_options)
+    c = (c > 0).astype(np.float64)
+    hits = c.sum(axis=0)
+    log_chance0 = hits * np.log(1.0 / k) + (c.shape[0] - hits) * np.log1p(-1.0 / k)  # log L0(q)
+    pi, a = 0.5, np.full(c.shape[0], 0.9)
+    previous = -np.inf
+    for _ in range(max_iterations):
+        a = np.clip(a, 1e-9, 1.0 - 1e-9)
+        # log L1(q) = sum_m c_m log a_m + (1 - c_m) log(1 - a_m), as one product
+        log1 = (np.log(a) - np.log1p(-a)) @ c + np.log1p(-a).sum() + np.log(pi)
+        log0 = log_chance0 + np.log1p(-pi)
+        joint = np.logaddexp(log1, log0)
+        posterior = np.exp(log1 - joint)
+        likelihood = joint.sum()
+        if likelihood - previous < tolerance * abs(likelihood):  # EM never lowers the likelihood
+            break
+        previous = likelihood
+        pi = float(np.clip(posterior.mean(), 1e-9, 1.0 - 1e-9))
+        a = (c * posterior).sum(axis=1) / max(posterior.sum(), 1e-300)
+    return posterior
+
+
+TEXTUAL_EVIDENCE.update({
+    "chance_normalised": chance_normalised_evidence,
+    "llms_above_chance": llms_above_chance_evidence,
+    "panel_beats_chance": panel_beats_chance_evidence,
+    "latent_class": latent_class_evidence,
+})
 
 
 def visual_necessity(p_answer_video: ArrayLike, p_answer_blind: ArrayLike, n_options: ArrayLike) -> np.ndarray:
@@ -181,171 +295,3 @@ def subset_diagnostics(keep: ArrayLike, correct_blind: ArrayLike, correct_video:
     acc_random = chance(k)
     return {"n": np.full(cb.shape[0], int(keep.sum())), "chance": np.full(cb.shape[0], acc_random),
             "acc_blind": acc_b, "acc_video": acc_v, "blind_gap": acc_b - acc_random, "visual_gain": acc_v - acc_b}
-
-
-@contextmanager
-def bootstrap_settings():
-    """The process-wide settings `bootstrap_mean_intervals` runs under. Neither threadpool limits nor warning
-    filters are per thread, so callers that bootstrap from several threads enter this once around them.
-
-    - one BLAS thread: the products are small, and OpenBLAS's spinning threads slow to a crawl on a busy machine;
-    - no DegenerateDataWarning: a group absent from a resample has no mean there, its interval is NaN as documented.
-    """
-    with warnings.catch_warnings(), threadpool_limits(1, user_api="blas"):
-        warnings.simplefilter("ignore", scipy.stats.DegenerateDataWarning)
-        yield
-
-
-def cluster_labels(clusters: ArrayLike | None, n: int) -> np.ndarray:
-    """Integer cluster labels 0..C-1 of n questions; each question its own cluster when `clusters` is None."""
-    if clusters is None:
-        return np.arange(n)
-    c = np.asarray(clusters)
-    if c.shape != (n,):
-        raise ValueError(f"clusters must give one label per question ({n}), got shape {c.shape}")
-    return np.unique(c, return_inverse=True)[1].ravel()
-
-
-def clusters_per_group(groups: ArrayLike, clusters: ArrayLike | None = None) -> np.ndarray:
-    """How many clusters (videos) hold at least one question of each group: the units a group's bootstrap draws.
-
-    groups: (G, n) booleans; clusters: (n,) labels, default one cluster per question."""
-    member = np.asarray(groups, dtype=bool)
-    if member.ndim != 2:
-        raise ValueError(f"groups must be (n_groups, n_questions) booleans, got shape {member.shape}")
-    labels = cluster_labels(clusters, member.shape[1])
-    present = np.zeros((member.shape[0], int(labels.max(initial=-1)) + 1), dtype=bool)
-    rows, questions = np.nonzero(member)
-    present[rows, labels[questions]] = True
-    return present.sum(axis=1)
-
-
-def bootstrap_mean_intervals(values: ArrayLike, groups: ArrayLike | None = None, clusters: ArrayLike | None = None,
-                             n_resamples: int = 1000, confidence_level: float = 0.95,
-                             seed: int | np.random.Generator = 0) -> tuple[np.ndarray, np.ndarray]:
-    """Percentile cluster-bootstrap intervals of the means of `values` (rows, n) over groups of questions.
-
-    Each group is resampled on its own (a category's or subset's interval resamples that category or subset):
-    one scipy.stats.bootstrap run per group draws, with replacement, as many clusters as hold questions of the
-    group (C_g). With w_c = how often cluster c was drawn and c ∩ g its questions in the group,
-
-        mean_g(row) = sum_c w_c * sum_{q in c ∩ g} row_q / sum_c w_c * |c ∩ g|
-
-    (the cluster bootstrap of a mean; Miller 2024, "Adding Error Bars to Evals"). Questions about one video are
-    not independent: resampling them one by one makes intervals too narrow. Without `clusters` every question is
-    its own cluster: the plain bootstrap of questions. Every row of a group is computed on the same resamples, so
-    rows built per question from paired results (correct_video - correct_blind for VG, a model minus a baseline)
-    give paired intervals.
-
-    groups: (G, n) booleans, default one group of all questions; clusters: (n,) labels (e.g. video paths).
-    seed: a seed or a Generator; group g draws from the g-th of `G` generators it spawns.
-    Returns (low, high), each (G, rows), or (rows,) without `groups`; NaN for a group of fewer than 2 clusters.
-    """
-    x = np.asarray(values, dtype=np.float64)
-    if x.ndim == 1:
-        x = x[None, :]
-    if x.ndim != 2:
-        raise ValueError(f"values must be (rows, n_questions), got shape {x.shape}")
-    if not np.isfinite(x).all():
-        raise ValueError("values to bootstrap must be finite")
-    rows, n = x.shape
-    member = np.ones((1, n), dtype=bool) if groups is None else np.asarray(groups, dtype=bool)
-    if member.ndim != 2 or member.shape[1] != n:
-        raise ValueError(f"groups must be (n_groups, {n}) booleans, got shape {member.shape}")
-    labels = cluster_labels(clusters, n)
-    rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
-    generators = rng.spawn(member.shape[0])
-    low = np.full((member.shape[0], rows), np.nan)
-    high = low.copy()
-    with bootstrap_settings():
-        for g, in_group in enumerate(member):
-            if not rows:
-                break
-            low[g], high[g] = _cluster_bootstrap(x[:, in_group], labels[in_group], n_resamples, confidence_level,
-                                                 generators[g])
-    if groups is None:
-        return low[0], high[0]
-    return low, high
-
-
-def _cluster_bootstrap(x: np.ndarray, labels: np.ndarray, n_resamples: int, confidence_level: float,
-                       rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """One group's intervals (see bootstrap_mean_intervals): x (rows, n_g), labels (n_g,) of any clusters."""
-    rows = x.shape[0]
-    order = np.argsort(labels, kind="stable")
-    sorted_labels = labels[order]
-    starts = np.flatnonzero(np.r_[True, sorted_labels[1:] != sorted_labels[:-1]]) if len(order) else order
-    n_clusters = len(starts)
-    if n_clusters < 2:
-        return np.full(rows, np.nan), np.full(rows, np.nan)
-    sums = np.ascontiguousarray(np.add.reduceat(x[:, order], starts, axis=1).T)  # (C, rows)
-    sizes = np.diff(np.r_[starts, len(order)]).astype(np.float64)  # (C,)
-
-    def group_means(drawn, axis=-1):
-        # drawn: resampled cluster indices (..., C) -> means (rows, ...)
-        idx = np.asarray(drawn).reshape(-1, n_clusters)
-        batch = idx.shape[0]
-        counts = np.bincount((idx + (n_clusters * np.arange(batch))[:, None]).ravel(), minlength=batch * n_clusters)
-        counts = counts.reshape(batch, n_clusters).astype(np.float64)
-        means = (counts @ sums) / (counts @ sizes)[:, None]  # every drawn cluster has a question: no 0 / 0
-        return means.T.reshape((rows,) + np.shape(drawn)[:-1])
-
-    batch = int(max(1, min(n_resamples, _BOOTSTRAP_BATCH_ELEMENTS // n_clusters)))
-    result = scipy.stats.bootstrap((np.arange(n_clusters),), group_means, n_resamples=n_resamples, batch=batch,
-                                   vectorized=True, method="percentile", confidence_level=confidence_level, rng=rng)
-    return np.asarray(result.confidence_interval.low), np.asarray(result.confidence_interval.high)
-
-
-def mcnemar_exact(correct: ArrayLike, correct_baseline: ArrayLike) -> np.ndarray:
-    """McNemar's exact test per row: does a model's accuracy differ from the baseline's on the same questions?
-
-    With b = #{q : correct_q = 1, baseline_q = 0} and c = #{q : correct_q = 0, baseline_q = 1} (the discordant
-    pairs), under H0 b ~ Binomial(b + c, 1/2); p = the two-sided binomial test's p-value
-    (scipy.stats.binomtest), 1 when b + c = 0. It treats questions as independent.
-
-    correct: (rows, n) or (n,) 0/1; correct_baseline: (n,) or the same shape. Returns p per row."""
-    a = np.atleast_2d(np.asarray(correct, dtype=np.float64))
-    base = np.broadcast_to(np.asarray(correct_baseline, dtype=np.float64), a.shape)
-    if a.shape[-1] != base.shape[-1]:
-        raise ValueError(f"correct {a.shape} and correct_baseline {base.shape} cover different questions")
-    if not (np.isin(a, (0.0, 1.0)).all() and np.isin(base, (0.0, 1.0)).all()):
-        raise ValueError("McNemar's test needs 0/1 correctness (NaN or other values found)")
-    gained = ((a == 1) & (base == 0)).sum(axis=-1)
-    lost = ((a == 0) & (base == 1)).sum(axis=-1)
-    return np.array([scipy.stats.binomtest(int(b), int(b + c), 0.5).pvalue if b + c else 1.0
-                     for b, c in zip(gained, lost, strict=True)])
-
-
-def cluster_permutation_pvalues(differences: ArrayLike, clusters: ArrayLike | None = None, n_resamples: int = 1000,
-                                seed: int | np.random.Generator = 0) -> np.ndarray:
-    """Two-sided paired permutation p-values of H0: mean_q d_q = 0, flipping the sign of whole clusters.
-
-    d_q is a per-question paired difference (a model minus the baseline, e.g. of (c_video - c_blind) for ΔVG).
-    Under H0 the two models are exchangeable on each video, so each cluster sum D_c = sum_{q in c} d_q is as
-    likely as -D_c; the statistic is sum_c D_c (n fixed), its null distribution that of sum_c e_c D_c over
-    random signs e_c (scipy.stats.permutation_test, paired samples; exact when 2^C <= n_resamples).
-    p = 2 * min(P(T* <= T), P(T* >= T)), capped at 1; 1 where every D_c = 0.
-
-    differences: (rows, n) or (n,); clusters: (n,) labels, default one per question. Returns p per row."""
-    d = np.atleast_2d(np.asarray(differences, dtype=np.float64))
-    if not np.isfinite(d).all():
-        raise ValueError("differences must be finite")
-    labels = cluster_labels(clusters, d.shape[1])
-    n_clusters = int(labels.max(initial=-1)) + 1
-    sums = np.zeros((d.shape[0], n_clusters))
-    for row in range(d.shape[0]):
-        sums[row] = np.bincount(labels, weights=d[row], minlength=n_clusters)
-    rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
-    p = np.ones(d.shape[0])
-    for row, generator in zip(range(d.shape[0]), rng.spawn(d.shape[0]), strict=True):
-        if not np.any(sums[row]):
-            continue
-        test = scipy.stats.permutation_test((sums[row], np.zeros(n_clusters)), _sum_difference,
-                                            permutation_type="samples", n_resamples=n_resamples, vectorized=True,
-                                            alternative="two-sided", rng=generator)
-        p[row] = min(1.0, float(test.pvalue))
-    return p
-
-
-def _sum_difference(x: np.ndarray, y: np.ndarray, axis: int = -1) -> np.ndarray:
-    return x.sum(axis=axis) - y.sum(axis=axis)

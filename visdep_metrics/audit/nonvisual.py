@@ -1,4 +1,4 @@
-"""Read `visdep tst` outputs (test-set stress test, issue 5) for the audit.
+"""Read `visdep tst` outputs (the test-set stress test) for the audit.
 
 A `visdep tst` output folder holds ``s_x.csv`` (one row per question: question_id, category,
 n_options, s, s_minus_chance, fold, correct; `correct` = 1 where the held-out random forest's argmax

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import sys
 
-from loguru import logger
+from visdep_metrics.cli.options import add_spec_argument
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    from visdep_metrics.audit.diagnostics import TEXTUAL_EVIDENCE
+
     p = sub.add_parser(
         "audit", help="audit lmms-eval runs of the visdep tasks: BG, VG, T/V/S, filters, grounded tasks, report",
         description="Read lmms-eval output folders (--log_samples runs of the <bench>_blind / <bench>_video tasks) "
@@ -16,8 +17,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "(frames.csv and compare.csv where they apply), report.md, plots, audit.json (provenance: "
                     "package versions, sha256 of every input) and the grounded task YAMLs (OUT/tasks, for "
                     "lmms-eval --include_path). A model is a checkpoint under one set of score-changing settings "
-                    "(max_frames, dtype, revision, scoring, ...). Intervals resample videos (cluster bootstrap), "
-                    "within each category and subset.")
+                    "(max_frames, dtype, revision, scoring, ...; the adapter's defaults filled in). Intervals resample "
+                    "videos and the blind prompts questions share (two-way bootstrap, docs/statistics.md), within each "
+                    "category and subset.")
     p.add_argument("run_dirs", nargs="+", metavar="RUN_DIR",
                    help="lmms-eval --output_path folders (any nesting); put them before --tst")
     p.add_argument("--out", required=True, help="output folder (new, empty, or an earlier audit's, which is replaced)")
@@ -26,21 +28,23 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--tau", type=float, help="keep questions with S(q) <= tau (default: the panel's, else 0.1)")
     p.add_argument("--max-hits", type=int, help="LLM-Inspector drops a question answered correctly by more than "
                                                 "this many LLMs (default: the panel's, else 1)")
+    p.add_argument("--textual-evidence", default="paper", choices=sorted(TEXTUAL_EVIDENCE), metavar="NAME",
+                   help=f"T(q)'s formula over the text panel's blind results: {', '.join(sorted(TEXTUAL_EVIDENCE))} "
+                        f"(default paper: the paper's eq. 3, correct times one minus the normalised entropy, averaged "
+                        f"over the text LLMs)")
     p.add_argument("--tst", nargs="+", default=[], metavar="DIR", help="`visdep tst` output folders to join")
     p.add_argument("--n-resamples", type=_positive_int, default=1000, help="bootstrap resamples (default 1000)")
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
     p.add_argument("--baseline", metavar="MODEL",
                    help="compare every model with this one, question by question: compare.csv and a report section "
-                        "with paired intervals of the changes in Acc_B (= BG), Acc_V and VG, McNemar p-values for "
-                        "the accuracies, a permutation p-value over videos for VG, and a flag where accuracy rose "
-                        "from text shortcuts. MODEL: as in pretrained= (a checkpoint run under several settings, "
-                        "e.g. two max_frames, is named with them: 'org/x [max_frames=8]', or by its label)")
+                        "with paired intervals of the changes in Acc_B (= BG), Acc_V and VG, their paired bootstrap "
+                        "p-values, and a flag where accuracy rose from text shortcuts. MODEL: as in pretrained= (a "
+                        "checkpoint run under several settings, e.g. two max_frames, is named with them: "
+                        "'org/x [max_frames=8]', or by its label)")
     p.add_argument("--label", action="append", default=[], metavar="NAME=ALIAS", type=_label,
                    help="a short label for a model in the report's tables and plots (default: the last part of its "
                         "pretrained= plus the settings that tell it from other runs of that checkpoint, e.g. "
                         "'tiny_qwen [max_frames=8]'); repeatable")
-    from lmms_eval_tasks.spec import add_spec_argument
-
     add_spec_argument(p)  # runs of a benchmark of your own: its spec makes the benchmark known
     p.set_defaults(func=_audit)
 
@@ -61,23 +65,14 @@ def _positive_int(text: str) -> int:
 
 def _audit(args) -> int:
     # Imported here: `visdep --help` should not pay for pandas, scipy and matplotlib.
-    from lmms_eval_tasks.spec import register_specs
+    from lmms_eval_tasks.spec_data import register_specs
     from visdep_metrics.audit.compute import run_audit
-    from visdep_metrics.audit.nonvisual import StressTestError
-    from visdep_metrics.audit.panels import PanelError
-    from visdep_metrics.audit.report import OutputDirError, PlotError, check_out_dir, write_audit
-    from visdep_metrics.audit.runs import RunDataError
+    from visdep_metrics.audit.report import check_out_dir, write_audit
 
-    try:
-        check_out_dir(args.out)
-        register_specs(args.spec)
-        audit = run_audit(args.run_dirs, panel_path=args.panel, tau=args.tau, max_hits=args.max_hits,
-                          tst_dirs=args.tst, n_resamples=args.n_resamples, seed=args.seed,
-                          baseline=args.baseline, labels=dict(args.label))
-        out = write_audit(audit, args.out)
-    except (RunDataError, PanelError, StressTestError, OutputDirError, PlotError, ValueError) as e:
-        logger.error(str(e))
-        print(f"visdep audit: error: {e}", file=sys.stderr)
-        return 2
-    print(out / "report.md")
+    check_out_dir(args.out)
+    register_specs(args.spec)
+    audit = run_audit(args.run_dirs, panel_path=args.panel, tau=args.tau, max_hits=args.max_hits, tst_dirs=args.tst,
+                      n_resamples=args.n_resamples, seed=args.seed, baseline=args.baseline, labels=dict(args.label),
+                      textual_evidence=args.textual_evidence)
+    print(write_audit(audit, args.out) / "report.md")
     return 0

@@ -26,9 +26,11 @@ def register_demo(sub: argparse._SubParsersAction) -> None:
 
 def register_validate(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("validate", help="sweep the planted benchmark's dials and print which settings let the "
-                                        "Shortcut Score recover its planted shortcuts",
+                                        "Shortcut Score, with the paper's T(q) and each chance-aware variant, "
+                                        "recover its planted shortcuts",
                        description=_validate_description(), formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--out", type=Path, default=None, help="also write OUT/validate.csv")
+    p.add_argument("--out", type=Path, default=None, help="also write OUT/validate.csv (every row) and "
+                                                          "OUT/recovery.csv (the counts per variant)")
     p.add_argument("--videos", type=int, default=40, help="clips per setting, four questions each (default 40)")
     p.add_argument("--shares", type=float, nargs="+", default=[0.3, 0.7],
                    help="shares of accident-reason and prevention questions carrying a give-away (default 0.3 0.7)")
@@ -49,15 +51,22 @@ def _validate_description() -> str:
 def _validate(args) -> int:
     import pandas as pd
 
-    from visdep_metrics.demo.validate import validate
+    from visdep_metrics.demo.validate import recovery_counts, validate
 
     table = validate(args.out, args.cache_dir, args.videos, shares=args.shares, strengths=args.strengths,
                      taus=args.taus, with_smollm2=not args.no_smollm2)
-    with pd.option_context("display.max_rows", None, "display.width", 140, "display.float_format", "{:.2f}".format):
-        print(table.to_string(index=False))
-    best = table[table["recovers"]]
-    print(f"\n{len(best)} of {len(table)} settings recover the planted shortcuts (precision and recall >= 0.8, "
-          f">= 90% of the video-only questions kept)")
+    # one row per setting, one column per variant of T(q): "precision / recall", * where it recovers the shortcuts
+    rows = zip(table["precision"], table["recall"], table["recovers"], strict=True)
+    cells = table.assign(cell=[f"{p:.2f} / {r:.2f}{' *' if ok else ''}" if p == p else f"– / {r:.2f}"
+                               for p, r, ok in rows])
+    wide = cells.pivot(index=["shortcut_share", "strength", "panel_size", "tau"], columns="variant", values="cell")
+    wide = wide[list(dict.fromkeys(table["variant"]))]
+    with pd.option_context("display.max_rows", None, "display.width", 200):
+        print(wide.reset_index().to_string(index=False))
+    print("\nsettings (shortcut share, strength, text panel size, τ) in which S recovers the planted shortcuts "
+          "(precision and recall >= 0.8, >= 90% of the video-only questions kept; * above), per variant of T(q):")
+    for row in recovery_counts(table).itertuples():
+        print(f"  {row.variant}: {row.recovers} of {row.settings}")
     return 0
 
 

@@ -1,7 +1,10 @@
 """`visdep`: one command line for the whole audit.
 
-Each subcommand lives in its own module, which exposes `register(subparsers)`; registering adds a
-parser whose `func(args) -> int` runs the command.
+Each subcommand lives in its own module, which exposes `register(subparsers)`; registering adds a parser whose
+`func(args) -> int` runs the command. A command reports bad input by raising: every error class of the project that
+means "this file, record, key or option cannot be used" derives from ValueError (BenchmarkDataError and SpecError,
+RunDataError, PanelError, StressTestError, OutputDirError), and an unreadable or unwritable path is an OSError. `main`
+prints either as `visdep <command>: error: <message>` on stderr and exits 2; the message names what is wrong.
 """
 
 from __future__ import annotations
@@ -18,6 +21,17 @@ COMMAND_MODULES = [
     "visdep_metrics.cli.spec",
     "visdep_metrics.cli.data",
 ]
+INPUT_ERRORS = (ValueError, OSError)
+ERROR_STATUS = 2
+
+
+def _name_commands(parser: argparse.ArgumentParser) -> None:
+    """Give every (sub)command's arguments `command_name`, e.g. "spec init", for its error messages."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                sub.set_defaults(command_name=sub.prog.removeprefix(f"{parser.prog.split()[0]} "))
+                _name_commands(sub)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -28,12 +42,17 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name in COMMAND_MODULES:
         importlib.import_module(name).register(sub)
+    _name_commands(parser)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    return int(args.func(args) or 0)
+    try:
+        return int(args.func(args) or 0)
+    except INPUT_ERRORS as e:
+        print(f"visdep {args.command_name}: error: {e}", file=sys.stderr)
+        return ERROR_STATUS
 
 
 if __name__ == "__main__":

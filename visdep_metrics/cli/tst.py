@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import sys
 
-from loguru import logger
-
-from lmms_eval_tasks.loaders import BENCHMARKS, BenchmarkDataError, load_benchmark
-from lmms_eval_tasks.spec import add_spec_argument, benchmark_from_arguments, register_specs
+from lmms_eval_tasks.loaders import BENCHMARKS, load_benchmark
+from lmms_eval_tasks.spec_data import register_specs
+from visdep_metrics.cli.options import add_spec_argument, add_stress_test_options, benchmark_from_arguments, tst_config
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -46,61 +44,29 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--root", default=None, help="benchmark root (default: its *_ROOT environment variable)")
     p.add_argument("--out", required=True, help="output folder: new, empty, or an earlier output of the same command "
                                                 "(checked before anything runs)")
-    p.add_argument("--folds", type=int, default=5, help="cross-validation folds (default 5)")
-    p.add_argument("--seed", type=int, default=42, help="seed of folds, forests and tie-breaking (default 42)")
-    p.add_argument("--n-estimators", type=int, default=200, help="trees per forest (default 200)")
-    p.add_argument("--min-samples-leaf", type=int, default=3, help="forest leaf size (default 3)")
-    p.add_argument("--n-jobs", type=int, default=1, help="cores per forest (default 1; -1 = all)")
+    add_stress_test_options(p)
 
 
-def _config(args):
-    from visdep_metrics.tst.stress_test import TstConfig
-
-    return TstConfig(folds=args.folds, seed=args.seed, n_estimators=args.n_estimators,
-                     min_samples_leaf=args.min_samples_leaf, n_jobs=args.n_jobs)
-
-
-def _load(args) -> list[dict] | None:
+def _load(args) -> list:
+    """The questions of --benchmark (or of the one --spec); an unknown or missing benchmark is an input error."""
     try:
         args.benchmark = benchmark_from_arguments(args.benchmark, register_specs(args.spec))
-        return load_benchmark(args.benchmark, args.root)
-    except BenchmarkDataError as e:
-        logger.error(str(e))
-        return None
-    except KeyError as e:  # no or an unknown --benchmark
-        logger.error(e.args[0])
-        return None
-
-
-def _out_ok(out: str, marker: str, command: str) -> bool:
-    """Checked before the cross-validation runs: OUT must be new, empty, or an earlier output of `command`."""
-    from visdep_metrics.outdir import OutputDirError, check_out_dir
-
-    try:
-        check_out_dir(out, marker, command)
-    except OutputDirError as e:
-        logger.error(str(e))
-        print(f"visdep {command}: error: {e}", file=sys.stderr)
-        return False
-    return True
+    except KeyError as e:
+        raise ValueError(e.args[0]) from None
+    return load_benchmark(args.benchmark, args.root)
 
 
 def _tst(args) -> int:
+    from visdep_metrics.outdir import check_out_dir
     from visdep_metrics.tst.stress_test import format_summary, run_tst, write_tst
 
-    if not _out_ok(args.out, "summary.json", "tst"):
-        return 2
+    check_out_dir(args.out, "summary.json", "tst")  # before the cross-validation runs
     records = _load(args)
-    if records is None:
-        return 2
     try:
-        if args.method == "llm":
-            result = _run_llm(args, records)
-        else:
-            result = run_tst(records, _config(args), args.benchmark)
-    except ValueError as e:  # e.g. fewer videos than folds
-        logger.error(f"{args.benchmark}: {e}")
-        return 2
+        result = _run_llm(args, records) if args.method == "llm" else run_tst(records, tst_config(args),
+                                                                                args.benchmark)
+    except ValueError as e:  # e.g. fewer videos than folds: name the benchmark
+        raise ValueError(f"{args.benchmark}: {e}") from e
     paths = write_tst(result, args.out)
     print(format_summary(result.summary))
     print("wrote " + ", ".join(str(p) for p in paths))
@@ -119,21 +85,18 @@ def _run_llm(args, records):
 
 
 def _ibp(args) -> int:
+    from visdep_metrics.outdir import check_out_dir
     from visdep_metrics.tst.ibp import iterative_bias_pruning, resolve_budget, write_ibp
 
-    if not _out_ok(args.out, "ibp.json", "ibp"):
-        return 2
+    check_out_dir(args.out, "ibp.json", "ibp")  # before the pruning runs
     records = _load(args)
-    if records is None:
-        return 2
-    config = _config(args)
+    config = tst_config(args)
     try:
         budget = resolve_budget(args.budget, len(records))
         result = iterative_bias_pruning(records, budget, args.batch_size, args.threshold, config, args.benchmark)
     except ValueError as e:
-        logger.error(f"{args.benchmark}: {e}")
-        return 2
-    write_ibp(result, args.out, args.benchmark, [r["question_id"] for r in records], budget, args.batch_size,
+        raise ValueError(f"{args.benchmark}: {e}") from e
+    write_ibp(result, args.out, args.benchmark, [r.question_id for r in records], budget, args.batch_size,
               args.threshold, config)
     print(result.trace.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
     print(f"stopped: {result.stop_reason}; removed {len(result.removed)}, kept {len(result.kept_ids)}; "

@@ -1,0 +1,333 @@
+"""The one reader of lmms-eval samples files (`<date>_samples_<task>.jsonl`, one JSON object per line).
+
+Each sample line of a visdep task carries a `visdep` record: question_id, benchmark, mode, category, source, video,
+prompt_id, n_options, answer_index, option_logprobs, scoring (unknown fields are ignored). A file is read
+
+- fast: msgspec decodes every line into the typed record only (the prompt and the responses are skipped, not
+  built); a file it cannot decode, or whose values fail the checks, is read
+- carefully: line by line, which reads what lmms-eval stringified (a record or a list written as a string, numbers
+  as text) or raises a RunDataError naming the file, the line and what is wrong.
+
+The prompt lmms-eval logged (`input`) is read on demand, for a few questions, by the same two paths. The sha256 of
+each file is taken from the bytes read, or kept from an earlier audit of the unchanged file
+(`visdep_metrics.provenance.HashCache`). Nothing here imports torch or lmms-eval.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import json
+import math
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from itertools import chain
+from operator import attrgetter
+from pathlib import Path
+
+import msgspec
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from loguru import logger
+
+from lmms_eval_tasks.records import RecordError, as_int
+from visdep_metrics.audit.diagnostics import (
+    answer_probability,
+    normalised_entropy,
+    option_probabilities,
+    predicted_index,
+)
+from visdep_metrics.provenance import HashCache, file_state
+
+MODES = ("blind", "video")
+SCORINGS = ("letter", "option")
+_REQUIRED = ("question_id", "benchmark", "mode", "n_options", "answer_index", "option_logprobs", "scoring")
+_TEXT_FIELDS = ("question_id", "category", "source", "video", "prompt_id")
+_SINGLE_FIELDS = ("benchmark", "mode", "scoring")
+
+
+class RunDataError(ValueError):
+    """An lmms-eval output file or record that cannot be audited; the message names it."""
+
+
+@dataclass
+class Samples:
+    """One samples file, read: per-question columns in doc_id order (file order where a line has no doc_id)."""
+
+    path: Path
+    benchmark: str
+    mode: str
+    scoring: str
+    # strings as Arrow arrays: the audit keeps every file's, and millions of Python strings would slow every later
+    # allocation and collection (about 30% more CPU to read the bench's tree)
+    question_id: pa.Array
+    category: pa.Array
+    source: pa.Array
+    video: pa.Array  # null in runs written before visdep recorded it
+    prompt_id: pa.Array  # the blind prompt's identity; null in runs written before visdep recorded it
+    n_options: np.ndarray
+    answer_index: np.ndarray
+    correct: np.ndarray  # 1.0 where argmax_k p_k == answer_index
+    p_answer: np.ndarray  # p_{y*}
+    entropy: np.ndarray  # H_norm
+    sha256: str
+    state: list[int] | None  # provenance.file_state when read (None: it changed while read)
+
+
+@dataclass
+class _Columns:
+    """A file's records as columns, before the checks that concern the whole file."""
+
+    doc_id: np.ndarray | None
+    text: dict[str, list]  # _TEXT_FIELDS -> one value per record
+    n_options: np.ndarray
+    answer_index: np.ndarray
+    logprobs: np.ndarray  # flat: record i holds offsets[i]:offsets[i+1]
+    offsets: np.ndarray
+    single: dict[str, set]  # benchmark, mode, scoring: the values found (one file holds one of each)
+
+
+# --------------------------------------------------------------------------- fast: msgspec
+class _Record(msgspec.Struct, gc=False):
+    """The `visdep` record as the tasks write it; anything else (a stringified record, text numbers) is read
+    carefully. Fields not named here, such as `continuations`, are skipped."""
+
+    question_id: str
+    benchmark: str
+    mode: str
+    n_options: int
+    answer_index: int
+    option_logprobs: list[float]
+    scoring: str
+    category: str | None = None
+    source: str | None = None
+    video: str | None = None
+    prompt_id: str | None = None
+
+
+class _Sample(msgspec.Struct, gc=False):
+    visdep: _Record
+    doc_id: int | None = None
+
+
+class _PromptRecord(msgspec.Struct, gc=False):
+    question_id: str
+
+
+class _PromptSample(msgspec.Struct, gc=False):
+    visdep: _PromptRecord
+    input: str | None = None
+
+
+_SAMPLES = msgspec.json.Decoder(_Sample)
+_PROMPTS = msgspec.json.Decoder(_PromptSample)
+
+
+class _NeedsCarefulRead(Exception):
+    """The fast reader found something it cannot vouch for; the careful reader decides."""
+
+
+def _read_fast(data: bytes) -> _Columns:
+    try:
+        samples = _SAMPLES.decode_lines(data)
+    except msgspec.DecodeError as e:  # also a wrong type, a missing field, NaN (not JSON)
+        raise _NeedsCarefulRead(str(e)) from e
+    if not samples:
+        raise _NeedsCarefulRead("no sample")
+    # map/attrgetter/chain iterate in C: a Python loop over the records would cost as much as the decoding.
+    records = list(map(attrgetter("visdep"), samples))
+    n = len(records)
+    n_options = np.fromiter(map(attrgetter("n_options"), records), np.int64, n)
+    answer = np.fromiter(map(attrgetter("answer_index"), records), np.int64, n)
+    logprobs = list(map(attrgetter("option_logprobs"), records))
+    lengths = np.fromiter(map(len, logprobs), np.int64, n)
+    values = np.fromiter(chain.from_iterable(logprobs), np.float64, int(lengths.sum()))
+    if (not np.isfinite(values).all() or (lengths != n_options).any() or (n_options < 2).any()
+            or (answer < 0).any() or (answer >= n_options).any()):
+        raise _NeedsCarefulRead("values fail the checks")
+    doc_ids = list(map(attrgetter("doc_id"), samples))
+    return _Columns(doc_id=None if None in doc_ids else np.array(doc_ids, dtype=np.int64),
+                    text={name: list(map(attrgetter(name), records)) for name in _TEXT_FIELDS},
+                    n_options=n_options, answer_index=answer, logprobs=values,
+                    offsets=np.concatenate([[0], np.cumsum(lengths)]),
+                    single={name: _values(list(map(attrgetter(name), records))) for name in _SINGLE_FIELDS})
+
+
+def _values(column: list) -> set:
+    """The distinct values of a column that should hold one (counting is cheaper than hashing every value)."""
+    return {column[0]} if column.count(column[0]) == len(column) else set(column)
+
+
+# --------------------------------------------------------------------------- careful: line by line
+def _destringify(value, where: str):
+    """A value lmms-eval stringified back into JSON data (a record or a list written as a string)."""
+    if not isinstance(value, str):
+        return value
+    try:
+        return json.loads(value)
+    except json.JSONDecodeError:
+        pass
+    try:
+        return ast.literal_eval(value)
+    except (ValueError, SyntaxError):
+        raise RunDataError(f"{where}: cannot read {value[:80]!r}") from None
+
+
+def _lines(data: bytes, path: Path):
+    """(where, sample) of every non-blank line; raises on a line that is not a JSON object."""
+    for lineno, line in enumerate(data.split(b"\n"), start=1):  # JSON Lines ends lines at \n only
+        if not line.strip():
+            continue
+        where = f"{path}:{lineno}"
+        try:
+            sample = json.loads(line)
+        except UnicodeDecodeError:
+            raise RunDataError(f"{where}: not UTF-8 text") from None
+        except json.JSONDecodeError as e:
+            raise RunDataError(f"{where}: not valid JSON ({e.msg}); the file looks truncated (a run that was killed or "
+                               f"is still writing)") from None
+        if not isinstance(sample, dict):
+            raise RunDataError(f"{where}: a sample line must be a JSON object")
+        yield where, sample
+
+
+def _record(sample: dict, where: str) -> dict:
+    """A sample's `visdep` record as a dict, read back where stringified."""
+    if sample.get("visdep") is None:
+        raise RunDataError(f"{where}: sample (doc_id {sample.get('doc_id')!r}) has no 'visdep' record; only visdep "
+                           f"tasks (lmms_eval_tasks) write it")
+    record = _destringify(sample["visdep"], where)
+    if not isinstance(record, dict):
+        raise RunDataError(f"{where}: the 'visdep' record must be an object, got {record!r:.80}")
+    return record
+
+
+def _integer(value, where: str, name: str) -> int:
+    try:
+        return as_int(value, name)
+    except RecordError as e:
+        raise RunDataError(f"{where}: {e}") from None
+
+
+def _finite(value, where: str, question_id: str, values) -> float:
+    try:
+        number = float(value)
+    except (ValueError, TypeError):
+        raise RunDataError(f"{where}: question {question_id!r}: option log-probability {value!r} is not a number")\
+            from None
+    if not math.isfinite(number):
+        raise RunDataError(f"{where}: question {question_id!r}: non-finite option log-probabilities {values} (NaN or "
+                           f"infinity); the model's scores for this question are broken, rerun it")
+    return number
+
+
+def _checked(sample: dict, where: str) -> tuple:
+    """One line's values, checked: (doc_id, texts, K, answer, log-probabilities, benchmark, mode, scoring)."""
+    record = _record(sample, where)
+    missing = [k for k in _REQUIRED if record.get(k) is None]
+    if missing:
+        raise RunDataError(f"{where}: the 'visdep' record lacks {', '.join(missing)}")
+    qid = str(record["question_id"])
+    k = _integer(record["n_options"], where, "n_options")
+    answer = _integer(record["answer_index"], where, "answer_index")
+    raw = _destringify(record["option_logprobs"], where)
+    if not isinstance(raw, list):
+        raise RunDataError(f"{where}: option_logprobs must be a list, got {raw!r:.80}")
+    logprobs = [_finite(v, where, qid, raw) for v in raw]
+    if k < 2 or len(logprobs) != k:
+        raise RunDataError(f"{where}: question {qid!r} has n_options={k} but {len(logprobs)} log-probabilities")
+    if not 0 <= answer < k:
+        raise RunDataError(f"{where}: question {qid!r}: answer_index {answer} outside 0..{k - 1}")
+    doc_id = sample.get("doc_id")
+    texts = tuple(None if record.get(name) is None else str(record[name]) for name in _TEXT_FIELDS)
+    return (None if doc_id is None else _integer(doc_id, where, "doc_id"), texts, k, answer, logprobs,
+            str(record["benchmark"]), str(record["mode"]), str(record["scoring"]))
+
+
+def _read_careful(data: bytes, path: Path) -> _Columns:
+    rows = [_checked(sample, where) for where, sample in _lines(data, path)]
+    if not rows:
+        raise RunDataError(f"{path}: empty samples file (the run wrote no sample)")
+    doc_ids, texts, ks, answers, logprobs, benchmarks, modes, scorings = zip(*rows, strict=True)
+    lengths = np.array(ks, dtype=np.int64)
+    return _Columns(doc_id=None if None in doc_ids else np.array(doc_ids, dtype=np.int64),
+                    text={name: list(column) for name, column in zip(_TEXT_FIELDS, zip(*texts, strict=True),
+                                                                     strict=True)},
+                    n_options=lengths, answer_index=np.array(answers, dtype=np.int64),
+                    logprobs=np.fromiter(chain.from_iterable(logprobs), np.float64, int(lengths.sum())),
+                    offsets=np.concatenate([[0], np.cumsum(lengths)]),
+                    single={"benchmark": set(benchmarks), "mode": set(modes), "scoring": set(scorings)})
+
+
+# --------------------------------------------------------------------------- the reader
+def _single(values: set, allowed: Sequence[str], path: Path, name: str) -> str:
+    if len(values) != 1:
+        raise RunDataError(f"{path}: one samples file must hold one {name}, found {sorted(map(str, values))}")
+    (value,) = values
+    if value not in allowed:
+        raise RunDataError(f"{path}: unknown {name} {value!r}; expected one of {', '.join(allowed)}")
+    return value
+
+
+def read_samples(path: Path, benchmarks: Sequence[str], hashes: HashCache | None = None) -> Samples:
+    """Read one samples file into per-question results (correct, p_answer, entropy); `benchmarks`: the names a
+    record's benchmark may take. Its sha256 is that of the bytes read, or the one `hashes` kept for it unchanged."""
+    before = file_state(os.stat(path))
+    data = path.read_bytes()
+    state = file_state(os.stat(path))
+    state = state if state == before else None  # changed while it was read: neither a kept hash nor one to keep
+    try:
+        columns = _read_fast(data)
+    except _NeedsCarefulRead as why:
+        logger.debug(f"{path}: reading line by line ({why})")
+        columns = _read_careful(data, path)
+    ids = pa.array(columns.text["question_id"], pa.string())
+    if pc.count_distinct(ids).as_py() != len(ids):
+        counts = pc.value_counts(ids)
+        twice = counts.field("values").filter(pc.greater(counts.field("counts"), 1)).to_pylist()
+        raise RunDataError(f"{path}: {len(twice)} question(s) appear more than once, e.g. {twice[:3]}; were two runs "
+                           f"appended to one file?")
+    k = columns.n_options
+    padded = np.full((len(k), int(k.max())), np.nan)
+    rows = np.repeat(np.arange(len(k)), k)
+    padded[rows, np.arange(len(columns.logprobs)) - columns.offsets[:-1][rows]] = columns.logprobs
+    probabilities = option_probabilities(padded, k)
+    answer = columns.answer_index
+    order = np.argsort(columns.doc_id, kind="stable") if columns.doc_id is not None else np.arange(len(k))
+    order_array = pa.array(order)
+    text = {name: pa.array(values, pa.string()).take(order_array) for name, values in columns.text.items()
+            if name != "question_id"}
+    return Samples(path=path, benchmark=_single(columns.single["benchmark"], benchmarks, path, "benchmark"),
+                   mode=_single(columns.single["mode"], MODES, path, "mode"),
+                   scoring=_single(columns.single["scoring"], SCORINGS, path, "scoring"),
+                   question_id=ids.take(order_array), **text, n_options=k[order],
+                   answer_index=answer[order],
+                   correct=(predicted_index(probabilities) == answer).astype(np.float64)[order],
+                   p_answer=answer_probability(probabilities, answer)[order],
+                   entropy=normalised_entropy(probabilities, k)[order], state=state,
+                   sha256=(hashes and state and hashes.known(path, state)) or hashlib.sha256(data).hexdigest())
+
+
+def first_record(path: Path) -> dict | None:
+    """The `visdep` record of a samples file's first line, read carefully; None where it cannot be read (the full
+    read says why)."""
+    try:
+        with open(path, "rb") as f:
+            line = next((line for line in f if line.strip()), b"")
+        return next((_record(sample, where) for where, sample in _lines(line, path)), None)
+    except (OSError, UnicodeDecodeError, RunDataError):
+        return None
+
+
+def read_prompts(path: Path, question_ids: Sequence[str]) -> dict[str, str | None]:
+    """The prompt lmms-eval logged for each of these questions (a sample's `input`: the task's text, the question and
+    its lettered options); None where a line has no `input` or the file lacks the question."""
+    data = path.read_bytes()
+    try:
+        logged = {s.visdep.question_id: s.input for s in _PROMPTS.decode_lines(data)}
+    except msgspec.DecodeError:
+        logged = {str(_record(sample, where).get("question_id")): sample.get("input")
+                  for where, sample in _lines(data, path)}
+    return {q: text if isinstance(text := logged.get(q), str) else None for q in question_ids}
