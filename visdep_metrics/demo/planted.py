@@ -5,52 +5,116 @@ question is planted as one of these types (a side file records it; the tasks nev
 
 - `video_only` (the video decides; the text does not give it away): "What colour is the vehicle that crosses
   the road?", four colours, shuffled.
-- `both` (the video decides and the text gives it away): the same, naming a vehicle whose colour is always the
-  same ("the taxi": yellow).
+- `both` (the video decides and the text gives it away): a colour question naming a vehicle whose colour is
+  always the same ("the taxi": yellow).
 - `text_only` (the text gives it away; the video does not decide): accident reason, one of three recurring
-  correct phrases among made-up distractors, or beside its own negated near-copy (never right); prevention
-  method, a give-away word in the question ("The driver was texting." -> "put the phone away").
+  correct phrases among made-up distractors, or beside its own negated near-copy (the copy never right);
+  prevention method, a give-away word in the question ("the driver was texting" -> "put the phone away").
 - `misleading`: the same text patterns pointing at a wrong option (how often: `strength`).
-- `neither`: the same questions without a pattern, and the driver's name: nothing tells.
+- `neither`: accident reasons and advice without a pattern, and the driver's name: nothing tells.
 
 The text patterns are the ones the test-set stress test found in the real benchmarks (recurring correct
-answers, negated near-copies among the distractors, give-away words). The dials: `shortcut_share`, the share
-of accident-reason and prevention questions that carry a pattern; `strength`, the probability that a pattern
-points at the right answer; `both_share`, the share of colour questions that name the vehicle.
+answers, negated near-copies among the distractors, give-away words). The dials, each an exact share of a
+split's clips (`clip_plans`): `shortcut_share`, the share of accident-reason and of prevention questions that
+carry a pattern; `strength`, the share of those whose pattern points at the right answer; `both_share`, the
+share of colour questions that name the vehicle.
+
+Two splits share only the patterns: the recurring correct phrases and their negated copies
+(`CANONICAL_REASONS`), the give-away words with their advice (`CUES`), the named vehicles with their colours,
+and the plain colour question. Everything else, question wordings, made-up reasons, advice distractors and
+names, comes from one pool per split (`POOLS`), so no question the text can answer, mislead on or leave open
+occurs in both splits word for word: what a model carries from training to the test is a pattern, not a
+memorised item. Only the plain colour question repeats, as its answer is the clip's.
 
 `write_planted(root, config)` lays the test split out as the official VRU-Accident download (annotation JSON
-files and mp4 clips; `VRU_ACCIDENT_ROOT` points at it) plus `planted.csv`; `training_examples(config, n)`
-draws a separate training split in memory, for the demo's panel to learn from.
+files and mp4 clips; `VRU_ACCIDENT_ROOT` points at it) plus `planted.csv`; `planted_clips(config, "train",
+stream)` draws training clips in memory, one independent stream per seed (`visdep_metrics.demo.training`).
 """
 
 from __future__ import annotations
 
 import csv
 import json
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
 
-from lmms_eval_tasks.loaders import VRU_SOURCES
+from lmms_eval_tasks.traffic import VRU_SOURCES
 
 COLOURS = {"red": (220, 30, 30), "green": (30, 200, 40), "blue": (40, 60, 230), "yellow": (230, 220, 40)}
 VEHICLES = {"fire truck": "red", "tractor": "green", "police car": "blue", "taxi": "yellow"}  # named: colour known
-CANONICAL_REASONS = ["the driver was looking at a phone", "the car ran a red light",
-                     "the truck turned without signalling"]
-MADE_UP_REASONS = ["a dog ran onto the road", "the bridge was closed for repairs", "the sun was low and bright",
-                   "a tyre burst on the highway", "the traffic lights were broken", "a delivery van blocked the lane",
-                   "the road was icy after the storm", "a ball rolled into the street",
-                   "the bus stopped without warning", "a cyclist swerved around a pothole",
-                   "the parking brake failed on a slope", "fog covered the crossing", "a deer jumped out of the woods",
-                   "the mirror was folded in", "a scooter came out of a side street", "the lane markings had faded"]
+VIDEO_ONLY_QUESTION = "What colour is the vehicle that crosses the road?"
+# the recurring correct phrases, each with its negated near-copy (the copy is never right)
+CANONICAL_REASONS = {"the driver was looking at a phone": "the driver was not looking at a phone",
+                     "the car ran a red light": "the car did not run a red light",
+                     "the truck turned without signalling": "the truck never turned without signalling"}
 CUES = {"texting": "put the phone away", "speeding": "slow down before the crossing",
         "drowsy": "stop and take a rest", "drunk": "never drink and drive"}
-NAMES = ["Alex", "Sam", "Robin", "Kim", "Jo", "Lee", "Max", "Ana", "Eli", "Noor"]
 CATEGORIES = ("vehicle colour", "accident reason", "prevention method", "driver name")
+PATTERNS = ("named vehicle", "recurring phrase", "negated copy", "give-away word")
 TEXT_SOLVABLE = ("text_only", "both")
 VIDEO_DECIDES = ("video_only", "both")
+SPLITS = ("train", "test")
 FRAMES, SIDE, FPS = 8, 56, 4
+
+
+@dataclass(frozen=True)
+class Pools:
+    """What one split draws its surface forms from; `{}` is the named vehicle, the give-away word."""
+
+    both_questions: tuple[str, ...]
+    reason_questions: tuple[str, ...]
+    reasons: tuple[str, ...]  # made-up reasons: the distractors, and the options of the open questions
+    cue_questions: tuple[str, ...]
+    advice_questions: tuple[str, ...]  # the same questions without the give-away sentence
+    advice: tuple[str, ...]  # distractors beside the give-away's advice, and the options of the open questions
+    name_questions: tuple[str, ...]
+    names: tuple[str, ...]
+
+
+POOLS = {
+    "train": Pools(
+        both_questions=("What colour is the {} that crosses the road?", "What colour is the {} in the clip?",
+                        "Which colour does the {} have?", "The {} is passing. What colour is it?",
+                        "What is the colour of the {}?", "Which colour is the {} that drives by?"),
+        reason_questions=("Why did the accident happen?", "What caused the accident?",
+                          "What was the reason for the accident?"),
+        reasons=("a dog ran onto the road", "the bridge was closed for repairs", "the sun was low and bright",
+                 "a tyre burst on the highway", "the traffic lights were broken", "a delivery van blocked the lane",
+                 "the road was icy after the storm", "a ball rolled into the street", "the bus stopped without warning",
+                 "a cyclist swerved around a pothole", "the parking brake failed on a slope",
+                 "fog covered the crossing", "a deer jumped out of the woods", "the mirror was folded in",
+                 "a scooter came out of a side street", "the lane markings had faded"),
+        cue_questions=("The driver was {}. How could the accident have been prevented?",
+                       "The driver was {}. What should have been done?",
+                       "The driver was {} at the time. What would have helped?"),
+        advice_questions=("How could the accident have been prevented?", "What should have been done?",
+                          "What would have helped?"),
+        advice=("check the tyre pressure", "wash the windscreen", "use the horn more", "drive with the lights on",
+                "keep both hands on the wheel", "take a different route", "wear a seat belt", "adjust the mirrors",
+                "leave home earlier", "service the brakes"),
+        name_questions=("What was the name of the driver?", "Who was driving?", "What is the name of the driver?"),
+        names=("Alex", "Sam", "Robin", "Kim", "Jo", "Lee", "Max", "Ana", "Eli", "Noor")),
+    "test": Pools(
+        both_questions=("What colour is the {} driving across?", "Which colour is the {} seen on the road?"),
+        reason_questions=("What led to the crash?", "Why did the collision occur?"),
+        reasons=("a ladder fell off a roof rack", "the wipers stopped working", "a horse trailer came loose",
+                 "oil was spilled across the junction", "the headlights were switched off",
+                 "a kite string caught the windscreen", "the tram left its stop early", "gravel covered the bend",
+                 "a pallet slid off a forklift", "the sat nav sent the car the wrong way",
+                 "a goose walked across the lane", "the barrier rose too late", "smoke drifted over the motorway",
+                 "a tarp blew off a lorry", "the kerb was hidden by snow", "a jogger stepped off the pavement"),
+        cue_questions=("Witnesses say the driver was {}. What would have avoided the crash?",
+                       "Police found the driver was {}. What would have prevented this?"),
+        advice_questions=("What would have avoided the crash?", "What would have prevented this?"),
+        advice=("fit winter tyres", "clean the number plate", "park further away", "replace the wiper blades",
+                "sound the horn twice", "follow the bus lane", "tune the radio to traffic news", "lock the doors",
+                "fill up the tank", "carry a warning triangle"),
+        name_questions=("What is the driver called?", "Which name does the driver have?"),
+        names=("Ines", "Omar", "Yuki", "Tariq", "Lena", "Pavel", "Zoe", "Ravi", "Mia", "Hugo")),
+}
 
 
 @dataclass(frozen=True)
@@ -62,6 +126,16 @@ class PlantedConfig:
     strength: float = 1.0
     both_share: float = 0.3
     seed: int = 0
+
+
+@dataclass(frozen=True)
+class PlantedQuestion:
+    category: str
+    question: str
+    options: tuple[str, ...]
+    answer: int
+    planted_type: str
+    pattern: str  # the text pattern it carries (`PATTERNS`), "none" without one
 
 
 def clip(colour: str, rng: np.random.Generator) -> np.ndarray:
@@ -78,60 +152,108 @@ def clip(colour: str, rng: np.random.Generator) -> np.ndarray:
     return frames
 
 
-def _shuffled(options: list[str], answer: str, rng: np.random.Generator) -> tuple[list[str], int]:
-    order = [options[i] for i in rng.permutation(len(options))]
-    return order, order.index(answer)
+def _pick(items, rng: np.random.Generator, k: int | None = None):
+    if k is None:
+        return items[int(rng.integers(len(items)))]
+    return [items[i] for i in rng.choice(len(items), k, replace=False)]
 
 
-def question(category: str, colour: str, config: PlantedConfig, rng: np.random.Generator,
-             ) -> tuple[str, list[str], int, str]:
-    """(question, options, answer index, planted type) of one category about a clip of `colour`."""
+def _planted(category: str, question: str, options: list[str], answer: str, planted_type: str, pattern: str,
+             rng: np.random.Generator) -> PlantedQuestion:
+    order = tuple(options[i] for i in rng.permutation(len(options)))
+    return PlantedQuestion(category, question, order, order.index(answer), planted_type, pattern)
+
+
+@dataclass(frozen=True)
+class ClipPlan:
+    """What one clip's questions carry, drawn for a whole split so that every dial's share is exact."""
+
+    named: bool  # the colour question names the vehicle (`both`)
+    reason: str  # the accident reason's pattern: "none", "recurring phrase" or "negated copy"
+    reason_honest: bool  # the pattern points at the right answer
+    cue: bool  # the prevention question carries a give-away word
+    cue_honest: bool
+
+
+def _exactly(share: float, n: int, rng: np.random.Generator) -> np.ndarray:
+    """n flags, round(share * n) of them set, at random places."""
+    flags = np.zeros(n, dtype=bool)
+    flags[rng.permutation(n)[:int(np.floor(share * n + 0.5))]] = True
+    return flags
+
+
+def _within(flags: np.ndarray, share: float, rng: np.random.Generator) -> np.ndarray:
+    """`share` of the set flags (exactly, rounded), the others cleared."""
+    chosen = np.zeros_like(flags)
+    chosen[np.flatnonzero(flags)[_exactly(share, int(flags.sum()), rng)]] = True
+    return chosen
+
+
+def clip_plans(config: PlantedConfig, rng: np.random.Generator) -> list[ClipPlan]:
+    """One plan per clip: `both_share` of the colour questions name the vehicle, `shortcut_share` of the accident
+    reasons and of the prevention questions carry a pattern (half the reasons a recurring phrase, half a negated
+    copy), and `strength` of those point at the right answer."""
+    n = config.videos
+    named = _exactly(config.both_share, n, rng)
+    reason, cue = _exactly(config.shortcut_share, n, rng), _exactly(config.shortcut_share, n, rng)
+    negated = _within(reason, 0.5, rng)
+    reason_honest, cue_honest = _within(reason, config.strength, rng), _within(cue, config.strength, rng)
+    kinds = np.where(negated, "negated copy", np.where(reason, "recurring phrase", "none"))
+    return [ClipPlan(bool(named[i]), str(kinds[i]), bool(reason_honest[i]), bool(cue[i]), bool(cue_honest[i]))
+            for i in range(n)]
+
+
+def question(category: str, colour: str, plan: ClipPlan, pools: Pools, rng: np.random.Generator) -> PlantedQuestion:
+    """The question of `category` about a clip of `colour` as `plan` says, its surface forms drawn from `pools`."""
     if category == "vehicle colour":
-        if rng.random() < config.both_share:
+        if plan.named:
             vehicle = next(v for v, c in VEHICLES.items() if c == colour)
-            options, answer = _shuffled(list(COLOURS), colour, rng)
-            return f"What colour is the {vehicle} that crosses the road?", options, answer, "both"
-        options, answer = _shuffled(list(COLOURS), colour, rng)
-        return "What colour is the vehicle that crosses the road?", options, answer, "video_only"
-    honest = rng.random() < config.strength
+            return _planted(category, _pick(pools.both_questions, rng).format(vehicle), list(COLOURS), colour,
+                            "both", "named vehicle", rng)
+        return _planted(category, VIDEO_ONLY_QUESTION, list(COLOURS), colour, "video_only", "none", rng)
+    if category == "driver name":
+        names = _pick(pools.names, rng, 4)
+        return _planted(category, _pick(pools.name_questions, rng), names, _pick(names, rng), "neither", "none", rng)
     if category == "accident reason":
-        made_up = [str(x) for x in rng.choice(MADE_UP_REASONS, 4, replace=False)]
-        if rng.random() >= config.shortcut_share:
-            return ("Why did the accident happen?", *_shuffled(made_up, made_up[0], rng), "neither")
-        canonical = CANONICAL_REASONS[int(rng.integers(len(CANONICAL_REASONS)))]
-        if rng.random() < 0.5:  # a negated near-copy of the right answer among the distractors
-            options = [canonical, canonical.replace("the driver was", "the driver was not").replace(
-                " ran ", " did not run ").replace(" turned ", " never turned "), *made_up[:2]]
-        else:  # a recurring correct phrase among made-up distractors
+        made_up = _pick(pools.reasons, rng, 4)
+        asked = _pick(pools.reason_questions, rng)
+        if plan.reason == "none":
+            return _planted(category, asked, made_up, _pick(made_up, rng), "neither", "none", rng)
+        canonical = _pick(list(CANONICAL_REASONS), rng)
+        if plan.reason == "negated copy":
+            options = [canonical, CANONICAL_REASONS[canonical], *made_up[:2]]
+        else:
             options = [canonical, *made_up[:3]]
-        answer = canonical if honest else options[-1]
-        planted = "text_only" if honest else "misleading"
-        return ("Why did the accident happen?", *_shuffled(options, answer, rng), planted)
+        answer = options[0] if plan.reason_honest else options[-1]
+        planted_type = "text_only" if plan.reason_honest else "misleading"
+        return _planted(category, asked, options, answer, planted_type, plan.reason, rng)
     if category == "prevention method":
-        advice = list(CUES.values())
-        if rng.random() >= config.shortcut_share:
-            answer = advice[int(rng.integers(4))]
-            return ("How could the accident have been prevented?", *_shuffled(advice, answer, rng), "neither")
-        cue = list(CUES)[int(rng.integers(4))]
-        answer = CUES[cue] if honest else advice[(advice.index(CUES[cue]) + 1 + int(rng.integers(3))) % 4]
-        return (f"The driver was {cue}. How could the accident have been prevented?",
-                *_shuffled(advice, answer, rng), "text_only" if honest else "misleading")
-    names = [str(x) for x in rng.choice(NAMES, 4, replace=False)]
-    return "What was the name of the driver?", names, int(rng.integers(4)), "neither"
+        if not plan.cue:
+            advice = _pick(pools.advice, rng, 4)
+            return _planted(category, _pick(pools.advice_questions, rng), advice, _pick(advice, rng), "neither",
+                            "none", rng)
+        cue, other = _pick(list(CUES), rng, 2)
+        options = [CUES[cue], CUES[other], *_pick(pools.advice, rng, 2)]
+        answer = options[0] if plan.cue_honest else _pick(options[1:], rng)
+        return _planted(category, _pick(pools.cue_questions, rng).format(cue), options, answer,
+                        "text_only" if plan.cue_honest else "misleading", "give-away word", rng)
+    raise ValueError(f"unknown category {category!r}; expected one of {', '.join(CATEGORIES)}")
 
 
-def _clips(config: PlantedConfig, seed_offset: int):
-    rng = np.random.default_rng([config.seed, seed_offset])
-    for v in range(config.videos):
-        colour = list(COLOURS)[int(rng.integers(len(COLOURS)))]
-        yield v, clip(colour, rng), [question(c, colour, config, rng) for c in CATEGORIES]
-
-
-def training_examples(config: PlantedConfig, seed_offset: int = 1):
-    """Yield (frames, question, options, answer index) of a training split: the generator with other seeds."""
-    for _, frames, questions in _clips(config, seed_offset):
-        for q, options, answer, _ in questions:
-            yield frames, q, options, answer
+def planted_clips(config: PlantedConfig, split: str, stream: tuple[int, ...] = ()
+                  ) -> Iterator[tuple[np.ndarray, list[PlantedQuestion]]]:
+    """`config.videos` clips of `split` (one question per category each): (frames, questions). The test split
+    is one draw; a training split is drawn for a `stream` of positive integers, each stream other clips and
+    questions (`visdep_metrics.demo.training` gives each model role its own, and each epoch another)."""
+    if split not in SPLITS:
+        raise ValueError(f"unknown split {split!r}; expected one of {', '.join(SPLITS)}")
+    if (split == "test") == bool(stream) or any(int(s) < 1 for s in stream):
+        raise ValueError(f"the test split takes no stream, a training split positive integers; got {split} {stream}")
+    rng = np.random.default_rng([config.seed, *stream] if stream else [config.seed, 0])
+    for plan in clip_plans(config, rng):
+        colour = _pick(list(COLOURS), rng)
+        frames = clip(colour, rng)
+        yield frames, [question(c, colour, plan, POOLS[split], rng) for c in CATEGORIES]
 
 
 def write_planted(root: str | Path, config: PlantedConfig) -> dict[str, str]:
@@ -141,15 +263,16 @@ def write_planted(root: str | Path, config: PlantedConfig) -> dict[str, str]:
 
     root = Path(root)
     questions, clips, truth = [], {}, []
-    for v, frames, generated in _clips(config, seed_offset=0):
+    for v, (frames, generated) in enumerate(planted_clips(config, "test")):
         src = VRU_SOURCES[v % len(VRU_SOURCES)]
         name = f"VRU_{v // len(VRU_SOURCES) + 1}"
-        for category, (q, options, answer, planted) in zip(CATEGORIES, generated, strict=True):
-            question = VruQuestion(src, name, category, q, options, answer)
-            questions.append(question)
-            truth.append({"question_id": question.question_id, "video": question.video_path,
-                          "category": category, "planted_type": planted, "text_solvable": planted in TEXT_SOLVABLE,
-                          "video_decides": planted in VIDEO_DECIDES})
+        for q in generated:
+            record = VruQuestion(src, name, q.category, q.question, list(q.options), q.answer)
+            questions.append(record)
+            truth.append({"question_id": record.question_id, "video": record.video_path, "category": q.category,
+                          "planted_type": q.planted_type, "pattern": q.pattern,
+                          "text_solvable": q.planted_type in TEXT_SOLVABLE,
+                          "video_decides": q.planted_type in VIDEO_DECIDES})
         clips[questions[-1].video_path] = frames
     write_vru_accident(root, questions, clips, fps=FPS)
     with open(root / "planted.csv", "w", newline="") as f:

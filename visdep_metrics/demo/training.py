@@ -9,6 +9,10 @@ give-aways too, as real VLMs do). VLMs see the colour questions half the time: i
 a tiny VLM learns the give-aways long before it learns to look (seen: 0.3 on the colour questions after 1,000
 steps, against 1.0 after 300 on colour questions alone).
 
+The training split shares only the patterns with the test split (`visdep_metrics.demo.planted`), and each role
+learns from its own stream (`training_stream`: its own clips, questions and order): the text LLMs, the V panel's
+VLMs, and the held-out VLM, which so shares no training example with the models whose decisions it checks.
+
 Seeded, on one thread (so a checkpoint does not depend on the machine's cores), two checkpoints trained side
 by side where the machine has two cores; a trained checkpoint is cached under a key of everything that
 changes it and reused by later runs.
@@ -19,30 +23,57 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from dataclasses import asdict
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
 from loguru import logger
 
-from visdep_metrics.demo.planted import FPS, PlantedConfig, training_examples
+from visdep_metrics.demo.planted import FPS, PlantedConfig, PlantedQuestion, planted_clips
 
-TRAINING_VERSION = 3  # bump when the training changes what a checkpoint learns
+TRAINING_VERSION = 5  # bump when the training changes what a checkpoint learns
 LEARNING_RATE = 1e-3
 BATCH = 8
+# role -> (its stream of the training split, whether it sees the clips): one stream per role
+ROLES = {"text": (1, False), "vision": (2, True), "held_out": (3, True)}
 
 
-def _key(kind: str, steps: int, config: PlantedConfig, max_frames: int) -> str:
+@dataclass(frozen=True)
+class TrainingExample:
+    frames: np.ndarray | None  # the clip, or None for a blind example
+    question: PlantedQuestion
+
+
+def training_stream(config: PlantedConfig, role: str) -> Iterator[TrainingExample]:
+    """The endless examples a model of `role` learns from, in the order it learns them: epoch after epoch of
+    fresh training clips of the role's own stream; for the VLM roles the colour questions half the time
+    and three of four examples with their clip."""
+    if role not in ROLES:
+        raise ValueError(f"unknown role {role!r}; expected one of {', '.join(ROLES)}")
+    stream, vlm = ROLES[role]
+    rng = np.random.default_rng([config.seed, stream, 0])
+    epoch = 1
+    while True:
+        for frames, questions in planted_clips(config, "train", (stream, epoch)):
+            for q in questions:
+                if vlm and q.category != "vehicle colour" and rng.random() < 2 / 3:
+                    continue  # VLMs see the colour questions, which need the frames, half the time
+                yield TrainingExample(frames if vlm and rng.random() < 0.75 else None, q)
+        epoch += 1
+
+
+def _key(kind: str, role: str, steps: int, config: PlantedConfig, max_frames: int) -> str:
     import torch
     import transformers
 
-    payload = {"kind": kind, "steps": steps, "config": asdict(config), "max_frames": max_frames,
+    payload = {"kind": kind, "role": role, "steps": steps, "config": asdict(config), "max_frames": max_frames,
                "version": TRAINING_VERSION, "lr": LEARNING_RATE, "batch": BATCH,
                "transformers": transformers.__version__, "torch": torch.__version__}
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def _examples(processor, config: PlantedConfig, max_frames: int, vlm: bool):
+def _examples(processor, config: PlantedConfig, role: str, max_frames: int):
     """Endless (prompt text, continuation, frames or None, VideoMetadata or None) in the adapters' own format."""
     from transformers.video_utils import VideoMetadata
 
@@ -52,28 +83,24 @@ def _examples(processor, config: PlantedConfig, max_frames: int, vlm: bool):
     from model_adapters.llm import chat_prompt
     from model_adapters.vlm import user_message
 
-    rng = np.random.default_rng([config.seed, 7])
-    epoch = 1
-    while True:
-        for frames, q, options, answer in training_examples(config, seed_offset=epoch):
-            if vlm and not q.startswith("What colour") and rng.random() < 2 / 3:
-                continue  # VLMs see the colour questions, which need the frames, half the time
-            prompt = build_prompt(q, options)
-            with_video = vlm and rng.random() < 0.75
-            if vlm:
-                text = processor.apply_chat_template(user_message(prompt, with_video), add_generation_prompt=True,
-                                                     tokenize=False)
-            else:
-                text, _ = chat_prompt(processor, prompt)
-            continuation = answer_strings(text, [options[answer]])[0]
-            if with_video:
-                indices = sample_indices(len(frames), max_frames)
-                metadata = VideoMetadata(total_num_frames=len(frames), fps=FPS,
-                                         frames_indices=[int(i) for i in indices])
-                yield text, continuation, np.ascontiguousarray(frames[indices]), metadata
-            else:
-                yield text, continuation, None, None
-        epoch += 1
+    vlm = ROLES[role][1]
+    for example in training_stream(config, role):
+        q = example.question
+        prompt = build_prompt(q.question, list(q.options))
+        with_video = example.frames is not None
+        if vlm:
+            text = processor.apply_chat_template(user_message(prompt, with_video), add_generation_prompt=True,
+                                                 tokenize=False)
+        else:
+            text, _ = chat_prompt(processor, prompt)
+        continuation = answer_strings(text, [q.options[q.answer]])[0]
+        if with_video:
+            indices = sample_indices(len(example.frames), max_frames)
+            metadata = VideoMetadata(total_num_frames=len(example.frames), fps=FPS,
+                                     frames_indices=[int(i) for i in indices])
+            yield text, continuation, np.ascontiguousarray(example.frames[indices]), metadata
+        else:
+            yield text, continuation, None, None
 
 
 def _batch(processor, tokenizer, examples: list, special: bool):
@@ -98,14 +125,17 @@ def _batch(processor, tokenizer, examples: list, special: bool):
     return enc, labels
 
 
-def train_checkpoint(kind: str, out_dir: Path, config: PlantedConfig, steps: int, max_frames: int) -> Path:
-    """Train a tiny checkpoint of `kind` (a `visdep_metrics.demo.tiny` kind) for `steps` batches; its folder."""
+def train_checkpoint(kind: str, role: str, out_dir: Path, config: PlantedConfig, steps: int, max_frames: int) -> Path:
+    """Train a tiny checkpoint of `kind` (a `visdep_metrics.demo.tiny` kind) for `steps` batches on the training
+    stream of `role` (a key of `ROLES`); its folder."""
     import torch
     from transformers import AutoModelForCausalLM, AutoModelForImageTextToText, AutoProcessor, AutoTokenizer
 
     from visdep_metrics.demo.tiny import VLM_KINDS, build_tiny
 
     vlm = kind in VLM_KINDS
+    if role not in ROLES or ROLES[role][1] != vlm:
+        raise ValueError(f"a {kind} checkpoint cannot take the role {role!r} (roles: {ROLES})")
     start = time.perf_counter()
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
@@ -124,7 +154,7 @@ def train_checkpoint(kind: str, out_dir: Path, config: PlantedConfig, steps: int
             tokenizer.pad_token = tokenizer.eos_token
         special = not vlm and not tokenizer.chat_template
         optimizer = torch.optim.AdamW(model.parameters(), lr=LEARNING_RATE)
-        stream = _examples(processor, config, max_frames, vlm)
+        stream = _examples(processor, config, role, max_frames)
         pending = {True: [], False: []}
         model.train()
         done = 0
@@ -145,37 +175,42 @@ def train_checkpoint(kind: str, out_dir: Path, config: PlantedConfig, steps: int
     torch.set_num_threads(threads)
     model.save_pretrained(out_dir)
     processor.save_pretrained(out_dir)
-    logger.info(f"trained {kind} for {steps} steps in {time.perf_counter() - start:.0f} s "
+    logger.info(f"trained {kind} ({role}) for {steps} steps in {time.perf_counter() - start:.0f} s "
                 f"(last loss {float(loss):.3f})")
     return out_dir
 
 
-def trained_checkpoint(kind: str, cache_dir: Path, config: PlantedConfig, steps: int, max_frames: int) -> Path:
-    """The cached checkpoint of `kind` trained on `config`'s training split, training it if missing."""
-    folder = cache_dir / f"{kind}-{_key(kind, steps, config, max_frames)}"
+def trained_checkpoint(kind: str, role: str, cache_dir: Path, config: PlantedConfig, steps: int,
+                       max_frames: int) -> Path:
+    """The cached checkpoint of `kind` trained on the stream of `role`, training it if missing."""
+    folder = cache_dir / f"{kind}-{_key(kind, role, steps, config, max_frames)}"
     if (folder / "trained.json").exists():
         return folder
-    train_checkpoint(kind, folder, config, steps, max_frames)
-    (folder / "trained.json").write_text(json.dumps({"kind": kind, "steps": steps, "config": asdict(config),
+    train_checkpoint(kind, role, folder, config, steps, max_frames)
+    (folder / "trained.json").write_text(json.dumps({"kind": kind, "role": role, "stream": ROLES[role][0],
+                                                     "steps": steps, "config": asdict(config),
                                                      "max_frames": max_frames}, indent=1))
     return folder
 
 
-def train_panel(kinds: tuple[str, ...], cache_dir: Path, config: PlantedConfig, llm_steps: int, vlm_steps: int,
+def train_panel(roles: dict[str, str], cache_dir: Path, config: PlantedConfig, llm_steps: int, vlm_steps: int,
                 max_frames: int) -> dict[str, Path]:
-    """{kind: trained checkpoint}, training the missing ones two at a time (forked, one thread each) on Linux."""
+    """{kind: trained checkpoint} for `roles` ({kind: role}), training the missing ones two at a time (forked, one
+    thread each) on Linux."""
     from concurrent.futures import ProcessPoolExecutor
 
     from visdep_metrics.demo.tiny import VLM_KINDS
     from visdep_metrics.parallel import fork_context, usable_cores
 
-    steps = {kind: vlm_steps if kind in VLM_KINDS else llm_steps for kind in kinds}
+    steps = {kind: vlm_steps if kind in VLM_KINDS else llm_steps for kind in roles}
     context = fork_context()
     if context is None or usable_cores() < 2:
-        return {kind: trained_checkpoint(kind, cache_dir, config, steps[kind], max_frames) for kind in kinds}
+        return {kind: trained_checkpoint(kind, role, cache_dir, config, steps[kind], max_frames)
+                for kind, role in roles.items()}
     # the slowest first, so that the two workers end about together
-    order = sorted(kinds, key=lambda kind: -steps[kind])
+    order = sorted(roles, key=lambda kind: -steps[kind])
     with ProcessPoolExecutor(max_workers=2, mp_context=context) as pool:
-        futures = {kind: pool.submit(trained_checkpoint, kind, cache_dir, config, steps[kind], max_frames)
+        futures = {kind: pool.submit(trained_checkpoint, kind, roles[kind], cache_dir, config, steps[kind],
+                                     max_frames)
                    for kind in order}
-        return {kind: futures[kind].result() for kind in kinds}
+        return {kind: futures[kind].result() for kind in roles}

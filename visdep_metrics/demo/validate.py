@@ -1,10 +1,12 @@
-"""`visdep validate`: which settings of a benchmark let the Shortcut Score recover its planted shortcuts?
+"""`visdep validate`: which settings of a benchmark let the Shortcut Score recover its planted shortcuts, with the
+paper's T(q) and with each chance-aware variant?
 
 For each setting of the generator's dials, `shortcut_share` (how many accident-reason and prevention
 questions carry a textual give-away) and `strength` (how often a give-away points at the right answer), a
 fresh planted benchmark is written and scored by the demo's trained panel (trained once on the default
-generator, `visdep_metrics.demo.training`, cached). For each text panel size (the first 1, 2, ... of the text
-LLMs) and each τ, the questions with S(q) > τ are removed and compared with the planted text-solvable ones:
+generator's training split, `visdep_metrics.demo.training`, cached). For each text panel size (the first 1,
+2, ... of the text LLMs), each variant of T(q) (`visdep_metrics.audit.diagnostics.TEXTUAL_EVIDENCE`) and each
+τ, the questions with S(q) = T(q) - V(q) > τ are removed and compared with the planted text-solvable ones:
 precision, recall and the share of video-only questions kept (`visdep_metrics.demo.truth`). A setting
 "recovers" the shortcuts when precision and recall both reach 0.8 and at least 90% of the video-only
 questions stay.
@@ -55,32 +57,33 @@ def _option_logprobs(adapter, docs: list[dict], video: bool) -> np.ndarray:
 
 def score_setting(adapters: dict, text_llms: Sequence[str], vlms: Sequence[str], config: PlantedConfig,
                   work: Path, taus: Sequence[float] = TAUS) -> pd.DataFrame:
-    """Rows (panel_size, tau, precision, recall, video_only_kept) of one generator setting."""
+    """Rows (variant, panel_size, tau, n_removed, precision, recall, video_only_kept) of one generator setting."""
     from lmms_eval_tasks.loaders import load_benchmark
     from visdep_metrics.audit.diagnostics import (
+        TEXTUAL_EVIDENCE,
         answer_probability,
         normalised_entropy,
         option_probabilities,
         predicted_index,
         shortcut_score,
-        textual_evidence,
         visual_necessity,
     )
     from visdep_metrics.demo.truth import threshold_sweep
 
     root = work / f"share{config.shortcut_share:g}-strength{config.strength:g}"
     write_planted(root, config)
-    docs = load_benchmark("vru_accident", root)
+    docs = [q.document() for q in load_benchmark("vru_accident", root)]
     os.environ["VRU_ACCIDENT_ROOT"] = str(root)
     planted = pd.read_csv(root / "planted.csv").set_index("question_id").loc[[d["question_id"] for d in docs]]
     planted = planted.reset_index()
     k = np.array([len(d["options"]) for d in docs])
     answer = np.array([d["answer_index"] for d in docs])
-    correct, entropy = [], []
+    correct, entropy, p_answer = [], [], []
     for name in text_llms:
         p = option_probabilities(_option_logprobs(adapters[name], docs, False), k)
         correct.append(predicted_index(p) == answer)
         entropy.append(normalised_entropy(p, k))
+        p_answer.append(answer_probability(p, answer))
     p_video, p_blind = [], []
     for name in vlms:
         for video, into in ((True, p_video), (False, p_blind)):
@@ -88,21 +91,30 @@ def score_setting(adapters: dict, text_llms: Sequence[str], vlms: Sequence[str],
             into.append(answer_probability(option_probabilities(logprobs, k), answer))
     v = visual_necessity(np.array(p_video), np.array(p_blind), k)
     rows = []
-    for size in range(1, len(text_llms) + 1):
-        s = shortcut_score(textual_evidence(np.array(correct[:size]), np.array(entropy[:size])), v)
-        sweep = threshold_sweep(s, planted, taus)
-        rows.append(sweep.assign(panel_size=size))
+    for variant, textual in TEXTUAL_EVIDENCE.items():
+        for size in range(1, len(text_llms) + 1):
+            t = textual(np.array(correct[:size]), np.array(entropy[:size]), np.array(p_answer[:size]), k)
+            rows.append(threshold_sweep(shortcut_score(t, v), planted, taus).assign(variant=variant, panel_size=size))
     return pd.concat(rows).assign(shortcut_share=config.shortcut_share, strength=config.strength)
+
+
+def recovery_counts(table: pd.DataFrame) -> pd.DataFrame:
+    """Per variant: in how many settings (share, strength, panel size, τ) it recovers the shortcuts, of how many."""
+    counts = table.groupby("variant", sort=False)["recovers"].agg(recovers="sum", settings="size").reset_index()
+    return counts.astype({"recovers": int, "settings": int})
 
 
 def validate(out: Path | None = None, cache_dir: Path | None = None, videos: int = 40, max_frames: int = 4,
              shares: Sequence[float] = SHARES, strengths: Sequence[float] = STRENGTHS,
              taus: Sequence[float] = TAUS, with_smollm2: bool = True) -> pd.DataFrame:
-    """The sweep (one row per setting, panel size and τ); written to OUT/validate.csv when `out` is given."""
+    """The sweep (one row per setting, variant, panel size and τ); written to OUT/validate.csv, with the counts
+    per variant in OUT/recovery.csv, when `out` is given."""
     from model_adapters.llm import VisdepLLM
     from model_adapters.vlm import VisdepVLM
     from visdep_metrics.demo.pipeline import (
         LLM_STEPS,
+        ROLE_OF,
+        SMOLLM2,
         TEXT_LLMS,
         VLM_STEPS,
         VLMS,
@@ -112,8 +124,8 @@ def validate(out: Path | None = None, cache_dir: Path | None = None, videos: int
     from visdep_metrics.demo.training import train_panel
 
     os.environ["VISDEP_SCORING"] = "option"
-    checkpoints = train_panel(TEXT_LLMS + VLMS, cache_dir or default_cache_dir(), PlantedConfig(), LLM_STEPS,
-                              VLM_STEPS, max_frames)
+    checkpoints = train_panel({kind: ROLE_OF[kind] for kind in TEXT_LLMS + VLMS}, cache_dir or default_cache_dir(),
+                              PlantedConfig(), LLM_STEPS, VLM_STEPS, max_frames)
     adapters = {kind: VisdepLLM(pretrained=str(checkpoints[kind]), device="cpu", dtype="float32", batch_size=8)
                 for kind in TEXT_LLMS}
     adapters.update({kind: VisdepVLM(pretrained=str(checkpoints[kind]), device="cpu", dtype="float32", batch_size=8,
@@ -121,9 +133,9 @@ def validate(out: Path | None = None, cache_dir: Path | None = None, videos: int
     text = list(TEXT_LLMS)
     gguf = smollm2_gguf() if with_smollm2 else None
     if gguf is not None:
-        adapters["smollm2"] = VisdepLLM(pretrained=str(gguf.parent), gguf_file=gguf.name, device="cpu",
-                                        dtype="float32", batch_size=8)
-        text.append("smollm2")
+        adapters[SMOLLM2] = VisdepLLM(pretrained=str(gguf.parent), gguf_file=gguf.name, device="cpu",
+                                      dtype="float32", batch_size=8)
+        text.append(SMOLLM2)
     with tempfile.TemporaryDirectory() as tmp:
         tables = []
         for share, strength in itertools.product(shares, strengths):
@@ -132,9 +144,10 @@ def validate(out: Path | None = None, cache_dir: Path | None = None, videos: int
             tables.append(score_setting(adapters, text, list(VLMS), config, Path(tmp), taus))
     table = pd.concat(tables, ignore_index=True)
     table["recovers"] = (table["precision"] >= 0.8) & (table["recall"] >= 0.8) & (table["video_only_kept"] >= 0.9)
-    table = table[["shortcut_share", "strength", "panel_size", "tau", "n_removed", "precision", "recall",
+    table = table[["variant", "shortcut_share", "strength", "panel_size", "tau", "n_removed", "precision", "recall",
                    "video_only_kept", "recovers"]]
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
         table.to_csv(out / "validate.csv", index=False)
+        recovery_counts(table).to_csv(out / "recovery.csv", index=False)
     return table
