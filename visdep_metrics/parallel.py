@@ -7,6 +7,7 @@ system frameworks there are not fork-safe (Python's own default there has been s
 
 from __future__ import annotations
 
+import gc
 import multiprocessing as mp
 import os
 import resource
@@ -16,6 +17,7 @@ from concurrent.futures import ProcessPoolExecutor
 from multiprocessing.context import BaseContext
 from typing import TypeVar
 
+from threadpoolctl import threadpool_limits
 from tqdm.auto import tqdm
 
 T = TypeVar("T")
@@ -64,10 +66,24 @@ def forked_map(function: Callable[[T], R], items: Sequence[T], sizes: Sequence[i
         if processes == 1:
             return [_counted(function(item), progress) for item in items]
         order = sorted(range(len(items)), key=lambda i: -sizes[i])
-        with ProcessPoolExecutor(max_workers=processes, mp_context=fork_context()) as pool:
-            done = dict(zip(order, (_counted(r, progress) for r in pool.map(function, [items[i] for i in order])),
-                            strict=True))
+        # The Python docs' advice before fork(): frozen, the objects the children inherit are never touched by their
+        # collections, so their pages are not copied and not traversed (the audit bench's reading: 11.1 -> 9.9 s
+        # of CPU).
+        gc.freeze()
+        try:
+            with ProcessPoolExecutor(max_workers=processes, mp_context=fork_context(), initializer=_one_core) as pool:
+                done = dict(zip(order, (_counted(r, progress) for r in pool.map(function, [items[i] for i in order])),
+                                strict=True))
+        finally:
+            gc.unfreeze()
     return [done[i] for i in range(len(items))]
+
+
+def _one_core() -> None:
+    """A forked process is one core's worth of work: BLAS threads of its own would only compete with the other
+    processes for the same cores (OpenBLAS's waiting threads spin). On the audit bench the bootstraps' CPU time fell
+    from 7.4 s to 2.8 s, the whole audit from 13.5 s to 11.5 s."""
+    threadpool_limits(limits=1, user_api="blas")
 
 
 def _counted(result: R, progress: tqdm) -> R:

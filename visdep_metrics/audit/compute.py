@@ -352,8 +352,8 @@ def run_audit(run_dirs: Sequence[str | Path], panel_path: str | Path | None = No
                              roles={m: panel.role(m, vision) for m in models}, bootstrap=bootstrap,
                              textual_evidence=textual_evidence, baseline=baseline, stress_tests=stress_tests)
     # Benchmarks are independent: large audits read and compute them in forked processes side by side. On the audit
-    # bench (100,000 questions x 10 models, 2 cores shared with other work, load 1.5) this phase took 18.0 s in one
-    # process and 10.4 s in two: the whole audit 22.3 s and 14.8 s.
+    # bench (100,000 questions x 10 models, 2 idle cores) this phase took 12.8 s in one process and 6.5-7.0 s in
+    # two: the whole audit 16.5 s and 9.4-10.2 s.
     started, cpu = time.perf_counter(), cpu_seconds()
     hashes = HashCache.load()
     parts = forked_map(functools.partial(_audit_benchmark, model_info=plan.model_info, settings=settings,
