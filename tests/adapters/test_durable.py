@@ -1,8 +1,8 @@
 """The durable store behind `--use_cache`: each batch is on disk before the next starts, a rerun scores only
 what is missing and gives the same values, and nothing reuses a value that no longer holds: a changed setting,
-chat template, prompt code, scoring code or video (in process); through the real `lmms-eval` command line, a
-checkpoint's chat template edited in place, a store whose last line a kill cut short, and runs killed with SIGKILL
-that resume where they stopped (one process, and two torchrun ranks). The files themselves: test_store.py."""
+chat template, prompt code, scoring code or video, a store whose last line a kill cut short (in process); through the
+real `lmms-eval` command line, a checkpoint's chat template edited in place, and runs killed with SIGKILL that resume
+where they stopped (one process, and two torchrun ranks). The files themselves: test_store.py."""
 
 from __future__ import annotations
 
@@ -362,22 +362,20 @@ def test_a_chat_template_edited_in_place_is_not_served_from_the_store(tiny_model
 
 
 @pytest.mark.slow
-def test_a_torn_last_line_swallows_nothing(tiny_models, fixture_env, tmp_path):
+def test_a_torn_last_line_swallows_nothing(tiny_models, benchmark_env, store_root):
     """A store whose last line a kill cut short; a longer run appends after it; a third run takes every question
     of the longer run from the store, with the longer run's values. The torn file itself is left as it was."""
-    checkpoint, env, cache = tiny_models["qwen2"], lmms_eval_env(fixture_env), tmp_path / "cache"
-    _run(_tiny_cli(checkpoint, cache, 8), env, tmp_path / "short")
-    [torn] = store_files(cache)
+    docs = [q.document() for q in load_benchmark("vru_accident")[:16]]
+    short = make_adapter("qwen2", tiny_models["qwen2"], batch_size=4)
+    short.loglikelihood(requests_for(short, docs[:8], video=False))
+    [torn] = store_files(store_root)
     torn.write_bytes(torn.read_bytes()[:-25])
     damaged = torn.read_bytes()
     assert not damaged.endswith(b"\n")
 
-    # (a batch holding a question not stored is scored whole, so that its values are an uninterrupted run's)
-    log, longer = _run(_tiny_cli(checkpoint, cache, 16), env, tmp_path / "longer")
-    [(_, taken, total)] = REUSE.findall(log)
-    assert int(taken) < int(total) == 16
-    assert torn.read_bytes() == damaged and len(store_files(cache)) == 2
-    log, third = _run(_tiny_cli(checkpoint, cache, 16), env, tmp_path / "third")
-    [(_, taken, total)] = REUSE.findall(log)
-    assert int(taken) == int(total) == 16, log[-3000:]
-    assert_same_values(third, longer)
+    longer = make_adapter("qwen2", tiny_models["qwen2"], batch_size=4)
+    values = longer.loglikelihood(requests_for(longer, docs, video=False))
+    assert torn.read_bytes() == damaged and len(store_files(store_root)) == 2
+    third = make_adapter("qwen2", tiny_models["qwen2"], batch_size=4)
+    calls, again = rerun(third, docs, video=False)
+    assert calls == 0 and again == values  # every question from the store, the longer run's values exactly

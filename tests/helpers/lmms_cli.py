@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-SHARED_BENCHMARKS = REPO.parent / "shared" / "benchmarks"
+SHARED_BENCHMARKS = (REPO.parent / "shared" / "benchmarks").resolve()  # ../shared may be a link
 BENCHMARK_ENV_VARS = ("MMAU_ROOT", "VRU_ACCIDENT_ROOT", "TRAFFICQA_ROOT", "ACCIDENTBENCH_ROOT")
 
 
