@@ -46,7 +46,8 @@ def digest(value: object) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def file_sha256(path: Path) -> str:
+def file_sha256(path: str | os.PathLike) -> str:
+    """The sha256 (hex) of a file's bytes, read in 1 MiB blocks."""
     h = hashlib.sha256()
     with open(path, "rb") as f:
         while block := f.read(2**20):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import importlib.metadata
 import json
 import os
@@ -25,15 +24,6 @@ def package_versions(names: tuple[str, ...] = PACKAGES) -> dict[str, str]:
         except importlib.metadata.PackageNotFoundError:
             versions[name] = "not installed"
     return versions
-
-
-def file_sha256(path: str | Path) -> str:
-    """The sha256 of a file's bytes, read in 16 MB chunks."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 24):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 # --------------------------------------------------------------------------- hashes of unchanged files

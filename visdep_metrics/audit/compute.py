@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 from loguru import logger
 
+from model_adapters.identity import file_sha256
 from visdep_metrics.audit.diagnostics import (
     TEXTUAL_EVIDENCE,
     chance,
@@ -37,7 +38,7 @@ from visdep_metrics.audit.panels import Panel, check_panel, inferred_panel, load
 from visdep_metrics.audit.runs import ModelInfo, RunFile, resolve_model_keys
 from visdep_metrics.audit.samples import RunDataError, read_prompts
 from visdep_metrics.parallel import cpu_seconds, forked_map
-from visdep_metrics.provenance import HashCache, file_sha256, package_versions
+from visdep_metrics.provenance import HashCache, package_versions
 from visdep_metrics.stats import BootstrapSettings
 
 TOP_SHORTCUTS = 20

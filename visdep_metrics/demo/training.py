@@ -20,7 +20,6 @@ changes it and reused by later runs.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import time
 from collections.abc import Iterator
@@ -32,7 +31,6 @@ from loguru import logger
 
 from visdep_metrics.demo.planted import FPS, PlantedConfig, PlantedQuestion, planted_clips
 
-TRAINING_VERSION = 5  # bump when the training changes what a checkpoint learns
 LEARNING_RATE = 1e-3
 BATCH = 8
 # role -> (its stream of the training split, whether it sees the clips): one stream per role
@@ -64,13 +62,22 @@ def training_stream(config: PlantedConfig, role: str) -> Iterator[TrainingExampl
 
 
 def _key(kind: str, role: str, steps: int, config: PlantedConfig, max_frames: int) -> str:
+    """Everything a trained checkpoint depends on: its settings, the libraries, and the code that builds its data
+    and inputs (the generator, this trainer, the tiny builders, the task's prompt, the adapters' input code), so that
+    an edit to any of them trains anew rather than reusing a checkpoint of other data."""
     import torch
     import transformers
 
+    from lmms_eval_tasks import tasks
+    from model_adapters.identity import code_identity, digest, file_sha256
+    from visdep_metrics.demo import planted, tiny
+
+    code = [[Path(m.__file__).name, file_sha256(m.__file__)] for m in (planted, tiny, tasks)]
     payload = {"kind": kind, "role": role, "steps": steps, "config": asdict(config), "max_frames": max_frames,
-               "version": TRAINING_VERSION, "lr": LEARNING_RATE, "batch": BATCH,
-               "transformers": transformers.__version__, "torch": torch.__version__}
-    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
+               "lr": LEARNING_RATE, "batch": BATCH, "transformers": transformers.__version__,
+               "torch": torch.__version__, "code": code + [[Path(__file__).name, file_sha256(__file__)]],
+               "adapters": code_identity()}
+    return digest(payload)[:16]
 
 
 def _examples(processor, config: PlantedConfig, role: str, max_frames: int):
