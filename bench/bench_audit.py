@@ -178,7 +178,9 @@ def main() -> int:
             while f.read(1 << 24):
                 pass
     log = work / "audit.log"
-    env = dict(os.environ) | ({"VISDEP_AUDIT_PROCESSES": str(args.processes)} if args.processes else {})
+    # every run hashes every input, as a first audit of new runs does: no hash kept from an earlier bench run
+    env = (dict(os.environ) | {"VISDEP_HASH_CACHE": "off"}
+           | ({"VISDEP_AUDIT_PROCESSES": str(args.processes)} if args.processes else {}))
     start = time.perf_counter()
     with open(log, "w") as stderr:
         child = subprocess.Popen([sys.executable, "-m", "visdep_metrics.cli.main", "audit", str(runs), "--panel",

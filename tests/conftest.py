@@ -33,3 +33,12 @@ def fixture_env(tmp_path_factory) -> dict[str, str]:
     from visdep_metrics.demo.fixtures import write_fixtures
 
     return write_fixtures(tmp_path_factory.mktemp("benchmarks"))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def hash_cache(tmp_path_factory) -> Path:
+    """The audit's cache of file hashes for every test that audits, not the user's."""
+    path = tmp_path_factory.mktemp("hash_cache") / "sha256.json"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("VISDEP_HASH_CACHE", str(path))
+        yield path

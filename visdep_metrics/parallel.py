@@ -1,8 +1,8 @@
 """Where the audit may use more than one core: the cores it may run on, forked processes, and the CPU time spent.
 
-Forked processes start at once with this process's imports and data (nothing is pickled on the way in), which is
-what makes them pay off for the audit's second-long steps. Forking is used on Linux only: macOS can fork, but
-system frameworks there are not fork-safe (Python's own default there has been spawn since 3.8).
+Forked processes start at once with this process's imports and data (only each job's arguments are pickled on the
+way in), which is what makes them pay off for the audit's second-long steps. Forking is used on Linux only: macOS
+can fork, but system frameworks there are not fork-safe (Python's own default there has been spawn since 3.8).
 """
 
 from __future__ import annotations

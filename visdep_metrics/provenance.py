@@ -34,6 +34,12 @@ HASH_CACHE_ENTRIES = 20_000  # the most recent files kept (about 2 MB of JSON)
 RACY_SECONDS = 2.0
 
 
+def settled(state: list[int]) -> bool:
+    """Whether a file read now in `state` last changed long enough ago (RACY_SECONDS) that a later write could not
+    leave the same times behind: file times come from a coarse clock (the "racy" rule of git's index)."""
+    return time.time_ns() - state[2] > RACY_SECONDS * 1e9
+
+
 def file_state(st: os.stat_result) -> list[int]:
     """What says a file is unchanged: size, modification and change times (ns), inode, device. Writing a file
     moves its mtime and ctime; the ctime cannot be set back from user space (unlike the mtime: `touch`, `cp -p`);
@@ -73,15 +79,14 @@ class HashCache:
         return entry[-1] if isinstance(entry, list) and entry[:-1] == state else None
 
     def save(self, hashed: dict[str, tuple[list[int] | None, str]]) -> None:
-        """Add {path: (file_state, sha256)} (racy files and files without a state left out) and write the cache
-        atomically; a cache that cannot be written is left as it was."""
+        """Add {path: (file_state, sha256)} (files without a state, racy or changed while read, left out) and write
+        the cache atomically; a cache that cannot be written is left as it was."""
         if self.path is None:
             return
-        now = time.time_ns()
         for path, (state, sha) in hashed.items():
             key = str(Path(path).resolve())
             self.entries.pop(key, None)  # re-inserted last: the most recent are kept
-            if state is not None and now - state[2] > RACY_SECONDS * 1e9:
+            if state is not None:
                 self.entries[key] = [*state, sha]
         kept = dict(list(self.entries.items())[-HASH_CACHE_ENTRIES:])
         try:

@@ -2,21 +2,10 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 
 from tests.helpers.runs import visdep_record, write_run
-
-
-@pytest.fixture(scope="session", autouse=True)
-def hash_cache(tmp_path_factory) -> Path:
-    """The audit's cache of file hashes for these tests, not the user's."""
-    path = tmp_path_factory.mktemp("hash_cache") / "sha256.json"
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("VISDEP_HASH_CACHE", str(path))
-        yield path
 
 
 @pytest.fixture

@@ -82,7 +82,8 @@ def rewrite_as(model: str, dummy_out, root):
 def test_cli_runs_audit_and_grounded_task(fixture_env, tmp_path):
     env = lmms_eval_env(fixture_env)
     dummy_out = tmp_path / "dummy"
-    run_lmms_eval(["--model", "dummy", "--tasks", ",".join(TASKS)], env, dummy_out)
+    proc = run_lmms_eval(["--model", "dummy", "--tasks", ",".join(TASKS)], env, dummy_out)
+    assert proc.returncode == 0, (dummy_out / "cli.log").read_text()[-3000:]
     assert read_results(dummy_out)["n-samples"]["mmau_video"]["effective"] == 10
     runs = tmp_path / "runs"
     for model in LLMS + VLMS + [HELD_OUT]:
@@ -127,8 +128,9 @@ def test_cli_runs_audit_and_grounded_task(fixture_env, tmp_path):
     assert (out / "tasks" / "vru_accident_video_grounded.yaml").is_file()
 
     grounded_out = tmp_path / "grounded_run"
-    run_lmms_eval(["--model", "dummy", "--include_path", str(out / "tasks"), "--tasks", "mmau_video_grounded"],
-                  env, grounded_out)
+    proc = run_lmms_eval(["--model", "dummy", "--include_path", str(out / "tasks"), "--tasks", "mmau_video_grounded"],
+                         env, grounded_out)
+    assert proc.returncode == 0, (grounded_out / "cli.log").read_text()[-3000:]
     samples = read_samples(grounded_out, "mmau_video_grounded")
     assert sorted(s["visdep"]["question_id"] for s in samples) == sorted(expected), \
         (grounded_out / "cli.log").read_text()[-3000:]

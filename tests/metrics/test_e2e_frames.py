@@ -31,6 +31,7 @@ def accuracy_by_question(out, task) -> dict[str, float]:
 def run_tiny(path, out, env, tasks: str = TASKS, extra: str = ""):
     proc = run_lmms_eval(["--model", "visdep_vlm", "--model_args", f"pretrained={path},device=cpu,dtype=float32{extra}",
                           "--tasks", tasks, "--limit", str(LIMIT), "--batch_size", "6"], env, out)
+    assert proc.returncode == 0, (out / "cli.log").read_text()[-3000:]
     for task in tasks.split(","):  # check what it wrote
         assert len(read_samples(out, task)) == LIMIT, (out / "cli.log").read_text()[-3000:]
     return proc

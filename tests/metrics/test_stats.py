@@ -126,6 +126,22 @@ def test_without_shared_prompts_the_crossed_bootstrap_is_the_video_bootstrap():
     assert crossed.low[0].tolist() == low.tolist() and crossed.high[0].tolist() == high.tolist()
 
 
+def test_a_contrast_is_resampled_as_the_difference_it_stands_for():
+    """With shared prompts, the interval of contrasts @ values (each output its own prompt shrinkage) equals that of
+    the difference computed per question beforehand, draw for draw."""
+    rng = np.random.default_rng(12)
+    video, prompt = crossed_design(rng)
+    n_prompts = prompt.max() + 1
+    a = ((rng.random(n_prompts) < 0.5)[prompt] | (rng.random(len(video)) < 0.2)).astype(float)
+    b = (rng.random(len(video)) < 0.45).astype(float)
+    settings = BootstrapSettings(n_resamples=500, seed=5)
+    contrast = crossed_bootstrap(np.stack([a, b]), None, video, prompt, settings, settings.rng("k"),
+                                 contrasts=[[1.0, -1.0]])
+    direct = crossed_bootstrap((a - b)[None], None, video, prompt, settings, settings.rng("k"))
+    for name in ("low", "high", "p_value"):
+        np.testing.assert_allclose(getattr(contrast, name), getattr(direct, name), rtol=0, atol=1e-12)
+
+
 def test_the_crossed_bootstrap_spreads_as_the_two_way_variance():
     rng = np.random.default_rng(11)
     video, prompt = crossed_design(rng)

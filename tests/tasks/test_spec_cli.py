@@ -91,6 +91,7 @@ def test_spec_from_csv_to_verdict(csv_benchmark, tiny_models, tmp_path):
 
     proc = run_lmms_eval(["--model", "visdep_llm", "--model_args", f"pretrained={tiny_models['qwen2']}",
                           "--include_path", str(root), "--tasks", "street_colours_blind"], env, runs / "llm")
+    assert proc.returncode == 0, (runs / "llm" / "cli.log").read_text()[-3000:]
     assert len(read_samples(runs / "llm", "street_colours_blind")) == len(expected), \
         (runs / "llm" / "cli.log").read_text()[-3000:]
 
@@ -116,6 +117,7 @@ def test_spec_from_csv_to_verdict(csv_benchmark, tiny_models, tmp_path):
     tasks = audit / "tasks"
     proc = run_lmms_eval(["--model", "dummy", "--include_path", str(tasks), "--tasks",
                           "street_colours_video_grounded"], env, tmp_path / "grounded")
+    assert proc.returncode == 0, (tmp_path / "grounded" / "cli.log").read_text()[-3000:]
     samples = sorted(read_samples(tmp_path / "grounded", "street_colours_video_grounded"), key=lambda s: s["doc_id"])
     assert [s["visdep"]["question_id"] for s in samples] == [q for q in ids if q in set(grounded)], \
         (tmp_path / "grounded" / "cli.log").read_text()[-3000:]

@@ -220,9 +220,9 @@ def comparison_rows(bench: BenchmarkResults, scores: pd.DataFrame, baseline: str
                     row[f"delta_{name}_p"] = found.p_value[g, j]
                 start += len(members_of)
             if i in video:
-                flagged = [what for what, holds in (("Blind Gap rose", _sign(row, "delta_acc_blind") > 0),
-                                                    ("Visual Gain fell", _sign(row, "delta_visual_gain") < 0)) if holds]
-                row["text_shortcut_gain"] = _sign(row, "delta_acc_video") > 0 and bool(flagged)
+                flagged = [what for what, holds in (("Blind Gap rose", sign(row, "delta_acc_blind") > 0),
+                                                    ("Visual Gain fell", sign(row, "delta_visual_gain") < 0)) if holds]
+                row["text_shortcut_gain"] = sign(row, "delta_acc_video") > 0 and bool(flagged)
                 row["flagged"] = "; ".join(flagged) if row["text_shortcut_gain"] else ""
             involved = sorted({model, baseline} & set(selected_by))
             row["selection_note"] = (f"the subset was selected with the runs of {', '.join(involved)}: it favours "
@@ -256,10 +256,10 @@ def _mean(values: np.ndarray) -> float:
     return float(finite.mean()) if finite.size else np.nan
 
 
-def _sign(row: dict, metric: str) -> int:
+def sign(row, metric: str) -> int:
     """+1 / -1 where the interval lies above / below 0, else 0 (a change the questions cannot tell from none)."""
-    lo, hi = row.get(f"{metric}_lo", np.nan), row.get(f"{metric}_hi", np.nan)
-    if np.isnan(lo) or np.isnan(hi):
+    lo, hi = row.get(f"{metric}_lo"), row.get(f"{metric}_hi")
+    if pd.isna(lo) or pd.isna(hi):
         return 0
     return 1 if lo > 0 else -1 if hi < 0 else 0
 

@@ -15,7 +15,7 @@ import pandas as pd
 
 from visdep_metrics.audit.compute import TOP_SHORTCUTS, Audit
 from visdep_metrics.audit.diagnostics import TEXTUAL_EVIDENCE
-from visdep_metrics.audit.intervals import evaluation_models
+from visdep_metrics.audit.intervals import evaluation_models, sign
 from visdep_metrics.audit.tables import (
     before_after_table,
     design_table,
@@ -43,14 +43,6 @@ def points(row, metric: str) -> str:
     if missing(row[f"{metric}_lo"]):
         return f"{value} (no interval: {row.get('interval_note') or 'not computed'})"
     return f"{value} [{row[f'{metric}_lo']:+.1f}, {row[f'{metric}_hi']:+.1f}]"
-
-
-def sign(row, metric: str) -> int:
-    """+1 / -1 where the interval lies above / below 0, else 0 (a change the questions cannot tell from none)."""
-    lo, hi = row.get(f"{metric}_lo"), row.get(f"{metric}_hi")
-    if missing(lo) or missing(hi):
-        return 0
-    return 1 if lo > 0 else -1 if hi < 0 else 0
 
 
 def _blind_clause(row) -> str:

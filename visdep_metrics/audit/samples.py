@@ -33,6 +33,7 @@ import pyarrow.compute as pc
 from loguru import logger
 
 from lmms_eval_tasks.records import RecordError, as_int
+from visdep_metrics import provenance
 from visdep_metrics.audit.diagnostics import (
     answer_probability,
     normalised_entropy,
@@ -277,7 +278,9 @@ def read_samples(path: Path, benchmarks: Sequence[str], hashes: HashCache | None
     before = file_state(os.stat(path))
     data = path.read_bytes()
     state = file_state(os.stat(path))
-    state = state if state == before else None  # changed while it was read: neither a kept hash nor one to keep
+    # changed while it was read, or so recently that a later write could leave the same times: neither a kept hash
+    # nor one to keep
+    state = state if state == before and provenance.settled(state) else None
     try:
         columns = _read_fast(data)
     except _NeedsCarefulRead as why:

@@ -40,8 +40,9 @@ from sklearn.model_selection import StratifiedGroupKFold, StratifiedKFold
 from tqdm.auto import tqdm
 
 from lmms_eval_tasks.records import Question
+from lmms_eval_tasks.tasks import prompt_id
 from visdep_metrics.provenance import package_versions
-from visdep_metrics.stats import bootstrap_mean_intervals
+from visdep_metrics.stats import BootstrapSettings, crossed_bootstrap
 from visdep_metrics.tst.features import (
     FEATURES,
     LABEL_FEATURES,
@@ -189,12 +190,14 @@ def question_order_sha256(question_ids: Sequence[str]) -> str:
     return hashlib.sha256("\n".join(map(str, question_ids)).encode("utf-8")).hexdigest()
 
 
-def _bootstrap_ci(correct: np.ndarray, seed: int) -> list[float]:
-    """95% percentile bootstrap interval of the accuracy over questions."""
-    if len(correct) < 2 or correct.min() == correct.max():
+def _bootstrap_ci(correct: np.ndarray, records: Sequence[Question], seed: int) -> list[float]:
+    """95% percentile interval of the accuracy, resampling the videos and the blind prompts questions share
+    (`stats.crossed_bootstrap`): the forest sees only the text, so the copies of one prompt get one prediction."""
+    if len(correct) < 2:
         return [float(correct.mean()), float(correct.mean())]
-    low, high = bootstrap_mean_intervals(correct.astype(float), n_resamples=2000, seed=seed)
-    return [float(low[0]), float(high[0])]
+    result = crossed_bootstrap(correct[None].astype(float), None, [r.video for r in records],
+                               [prompt_id(r.document()) for r in records], BootstrapSettings(2000, seed=seed))
+    return [float(result.low[0, 0]), float(result.high[0, 0])]
 
 
 # --------------------------------------------------------------------------- the stress test
@@ -277,7 +280,7 @@ def summarize(s_x: pd.DataFrame, records: Sequence[Question], benchmark: str, fo
         "accuracy": overall["accuracy"],
         "chance": overall["chance"],
         "accuracy_minus_chance": overall["accuracy"] - overall["chance"],
-        "accuracy_ci95": _bootstrap_ci(s_x["correct"].to_numpy(), seed),
+        "accuracy_ci95": _bootstrap_ci(s_x["correct"].to_numpy(), records, seed),
         "mean_s": overall["mean_s"],
         "fold_accuracy": [float(a) for a in per_fold.to_numpy()],
         "fold_accuracy_std": float(per_fold.std(ddof=1)) if len(per_fold) > 1 else 0.0,
