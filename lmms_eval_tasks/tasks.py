@@ -6,13 +6,13 @@ Blind and video tasks of a benchmark share documents, prompt, choices and ids: t
 in the video task checking up front that every video exists, and in the `mode` written into each sample's
 `visdep` record. Records a benchmark's files hold but that cannot be used, and (video tasks) questions whose video
 cannot be used, stop the run naming them all, or with the switch (`lmms_eval_tasks.unusable`) are left out and
-recorded in the results file (`evaluation_hooks.record_dropped`).
+recorded in the results file (`evaluation_hooks.Evaluation.record_dropped`).
 
-Scoring (`VISDEP_SCORING`, default `letter`):
+Scoring (`VISDEP_SCORING`, default `letter`, read once per evaluation: `evaluation_hooks.Evaluation.scoring`):
 - `letter`: the choices are the option letters, scored as the first assistant token (paper B.2);
 - `option`: the choices are the option texts.
-Either way each sample records `option_logprobs`: K log-probabilities (the negated losses a
-model returns), from which p_k = softmax(option_logprobs).
+Either way each sample's `visdep` record (`lmms_eval_tasks.record`, versioned) holds `option_logprobs`: K
+log-probabilities (the negated losses a model returns), from which p_k = softmax(option_logprobs).
 """
 
 from __future__ import annotations
@@ -20,14 +20,14 @@ from __future__ import annotations
 import ast
 import hashlib
 import math
-import os
 import re
 from pathlib import Path
 
 from loguru import logger
 
-from lmms_eval_tasks.evaluation_hooks import output_path, record_dropped
+from lmms_eval_tasks.evaluation_hooks import current
 from lmms_eval_tasks.loaders import read_benchmark, resolve_video, skip_unusable
+from lmms_eval_tasks.record import new_record
 from lmms_eval_tasks.records import LETTERS, BenchmarkDataError, Question
 from lmms_eval_tasks.spec import SpecError
 from lmms_eval_tasks.spec_data import register_spec
@@ -36,8 +36,6 @@ from lmms_eval_tasks.unusable import SHOWN, SKIP_ENV, Unusable, UnusableRecordsE
 from lmms_eval_tasks.videos import describe_video_problems, unusable_questions, video_problems
 
 INSTRUCTION = "Answer with the option's letter from the given choices directly."
-SCORING_ENV = "VISDEP_SCORING"
-SCORING_MODES = ("letter", "option")
 MACRO_AVERAGED = ("mlvu",)  # benchmarks whose official score is M-Avg, the mean of per-category accuracies
 
 
@@ -49,10 +47,8 @@ def build_prompt(question: str, options: list[str]) -> str:
 
 
 def scoring_mode() -> str:
-    mode = os.environ.get(SCORING_ENV, "letter").strip().lower() or "letter"
-    if mode not in SCORING_MODES:
-        raise ValueError(f"{SCORING_ENV}={mode!r}: expected one of {', '.join(SCORING_MODES)}")
-    return mode
+    """The current evaluation's scoring mode (letter or option)."""
+    return current().scoring
 
 
 def doc_to_text(doc: dict) -> str:
@@ -101,8 +97,9 @@ def _usable(name: str) -> tuple[list[Question], list[Unusable]]:
         data = read_benchmark(name)
         return data.usable(skip_unusable(name)), list(data.unusable)
     except UnusableRecordsError as e:
-        if len(e.unusable) > SHOWN and output_path() is not None:
-            listed = write_unusable(output_path() / f"visdep_unusable_{name}.jsonl", e.unusable)
+        out = current().output_path
+        if len(e.unusable) > SHOWN and out is not None:
+            listed = write_unusable(out / f"visdep_unusable_{name}.jsonl", e.unusable)
             e = UnusableRecordsError(f"{e}\nAll {len(e.unusable):,} are listed in {listed}", e.benchmark, e.unusable)
         raise _fail(e) from None
     except BenchmarkDataError as e:
@@ -150,7 +147,7 @@ def _documents(name: str, mode: str, dataset):
     if mode == "video":
         questions, video_dropped = _without_unusable_videos(name, questions)
         dropped += video_dropped
-    record_dropped(_task_name(name, mode, dataset), [u.entry() for u in dropped])
+    current().record_dropped(_task_name(name, mode, dataset), [u.entry() for u in dropped])
     return datasets.Dataset.from_list([q.document() for q in questions])
 
 
@@ -294,22 +291,13 @@ def _process_results(doc: dict, results: list, mode: str) -> dict:
     correct = float(pred == int(doc["answer_index"]))
     out = {
         "acc": correct,
-        "visdep": {
-            "question_id": doc["question_id"],
-            "benchmark": doc["benchmark"],
-            "mode": mode,
-            "category": doc["category"] or None,
-            "source": doc["source"],
-            "video": doc["video"],
-            "prompt_id": prompt_id(doc),
-            "n_options": k,
-            "answer_index": int(doc["answer_index"]),
-            "option_logprobs": logprobs,
-            "scoring": scoring_mode(),
+        "visdep": new_record(
+            question_id=doc["question_id"], benchmark=doc["benchmark"], mode=mode, category=doc["category"] or None,
+            source=doc["source"], video=doc["video"], prompt_id=prompt_id(doc), n_options=k,
+            answer_index=int(doc["answer_index"]), option_logprobs=logprobs, scoring=scoring_mode(),
             # what the model scored after its prompt; the task's own choices where the model did not say
-            "continuations": [given if seen is None else seen for seen, given in zip(scored, doc_to_choice(doc),
-                                                                                     strict=True)],
-        },
+            continuations=[given if seen is None else seen for seen, given in zip(scored, doc_to_choice(doc),
+                                                                                   strict=True)]),
     }
     facets = doc.get("facets")
     if facets:  # general VideoQA: accuracy by each of the benchmark's own category dimensions

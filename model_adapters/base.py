@@ -1,24 +1,21 @@
-"""What `visdep_vlm` and `visdep_llm` share on the lmms-eval side: model arguments, device and
-ranks, and turning lmms-eval's loglikelihood requests into questions for the scoring core.
+"""What `visdep_vlm` and `visdep_llm` share on the lmms-eval side: model arguments, device and ranks, and
+`loglikelihood` as the steps of `model_adapters.pipeline`: requests -> distinct questions -> `present` (what the
+model is shown) -> `score` (the engine) through the durable store -> results in request order.
 
-lmms-eval's `multiple_choice` sends the K options of a document as K requests with the same
-context and visual; padding copies of data-parallel ranks repeat a real request. Requests are
-grouped by (task, split, doc_id, context), each distinct continuation is scored once, and every
-request gets the value of its own continuation, in input order.
+An adapter implements `load_model`, `present` and `score`; `score` is the one method that differs between engines
+(this package's Hugging Face scoring core, `scoring.score_questions`, or another engine on the same presented
+questions).
 
 Once loaded, an adapter knows what it is: its score-changing arguments with defaults filled in
-(`model_adapters.settings`), its checkpoint's identity (`model_adapters.identity`). It tells the
-evaluation hook (`record_model`, written into `results["visdep"]["model"]`) and keys its durable
-store on them (`model_adapters.durable`).
+(`model_adapters.settings`), its checkpoint's identity (`model_adapters.identity`). It says so when asked
+(`run_identity`: the evaluation hook writes it into `results["visdep"]["model"]` after the evaluation) and keys its
+durable store on it (`model_identity`, `model_adapters.durable`).
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from importlib.metadata import PackageNotFoundError
-from importlib.metadata import version as _version
 
 import torch
 import torch.distributed as dist
@@ -26,9 +23,19 @@ from accelerate import Accelerator
 from lmms_eval.api.model import lmms
 from loguru import logger
 
-from lmms_eval_tasks.evaluation_hooks import record_model
+from lmms_eval_tasks.evaluation_hooks import current
 from model_adapters import durable, identity, settings
-from model_adapters.scoring import Question, ScoringError, score_questions
+from model_adapters.pipeline import (
+    Batches,
+    DistinctQuestion,
+    Presented,
+    Scores,
+    group_requests,
+    in_request_order,
+    question_keys,
+    scored_through_store,
+)
+from model_adapters.scoring import ScoringError
 
 # `from_pretrained` keywords passed through from --model_args (anything else is an error).
 MODEL_KEYWORDS = frozenset({"revision", "trust_remote_code", "gguf_file", "cache_dir", "local_files_only",
@@ -38,21 +45,6 @@ MODEL_KEYWORDS = frozenset({"revision", "trust_remote_code", "gguf_file", "cache
 PROCESSOR_KEYWORDS = frozenset({"revision", "trust_remote_code", "gguf_file", "cache_dir", "local_files_only",
                                 "subfolder", "token"})
 DTYPES = {"auto": "auto", "float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
-
-
-@dataclass
-class QuestionRequest:
-    """One document's prompt as lmms-eval asks for it, with its distinct continuations."""
-
-    task: str
-    doc_id: int
-    context: str
-    visuals: list
-    qid: str
-    continuations: list[str] = field(default_factory=list)  # as the task asked for them
-    # set by build_questions: the templated text the options are scored after, and the strings scored after it
-    prompt: str = ""
-    scored: list[str] = field(default_factory=list)
 
 
 class ScoringAdapter(lmms):
@@ -102,6 +94,9 @@ class ScoringAdapter(lmms):
         if device_map:
             self.model_kwargs["device_map"] = device_map
         self.processor_kwargs = {k: v for k, v in from_pretrained_kwargs.items() if k in PROCESSOR_KEYWORDS}
+        # identified before and after loading: files that change meanwhile (a trainer saving into the folder) would
+        # put values of one checkpoint under the other's key, so such a run stores nothing
+        before = self.checkpoint_identity(loaded=False)
         self._model = self.load_model()
         if device_map:
             self._device = next(self._model.parameters()).device
@@ -110,16 +105,23 @@ class ScoringAdapter(lmms):
         self._model.eval()
         self.run_settings = settings.score_settings(self.adapter_name, self.score_settings())
         self.checkpoint = self.checkpoint_identity()
-        record_model({"adapter": self.adapter_name, "pretrained": self.pretrained, "settings": self.run_settings,
-                      "checkpoint": self.checkpoint, "code": identity.code_identity(), **library_versions()})
+        self.checkpoint_settled = self.checkpoint_identity(loaded=False) == before
+        if not self.checkpoint_settled:
+            logger.warning(f"{self.adapter_name}: the files of {self.pretrained} changed while it was loaded; this "
+                           "run neither reads nor writes the durable store")
         logger.info(f"{self.adapter_name}: {type(self._model).__name__} from {self.pretrained} on {self._device} "
                     f"(rank {self.rank}/{self.world_size}, batch_size {self.batch_size_per_device})")
 
     def load_model(self):
         raise NotImplementedError
 
-    def build_questions(self, requests: Sequence[QuestionRequest]) -> list[Question]:
-        """Token sequences of the requests; sets each request's `scored` strings."""
+    def present(self, questions: Sequence[DistinctQuestion]) -> list[Presented]:
+        """What the model is shown of each question (`pipeline.Presented`), whatever the engine."""
+        raise NotImplementedError
+
+    def score(self, questions: Sequence[Presented], batches: Batches) -> list[Scores | None]:
+        """The engine: (loss, is_greedy) per option of every question, in the order given, in batches of its own
+        that it reports through `batches` (`pipeline.Batches`); None for a batch `batches.skip` said to skip."""
         raise NotImplementedError
 
     # lmms-eval reads these
@@ -143,14 +145,21 @@ class ScoringAdapter(lmms):
         those that change a score, fills in the defaults and writes each value one way (`self.run_settings`)."""
         return dict(self.given_arguments)
 
-    def checkpoint_identity(self) -> dict[str, str]:
-        """{"identity", "source"} of the checkpoint loaded (`identity.checkpoint_identity`)."""
+    def checkpoint_identity(self, loaded: bool = True) -> dict[str, str]:
+        """{"identity", "source"} of the checkpoint (`identity.checkpoint_identity`); `loaded`: with the commit the
+        loaded config names (False: from the files alone, as before loading)."""
         kwargs = self.model_kwargs
         filename = kwargs.get("gguf_file") or "config.json"
+        commit = getattr(self._model.config, "_commit_hash", None) if loaded else None
         return identity.checkpoint_identity(
-            self.pretrained, commit=getattr(self._model.config, "_commit_hash", None), revision=kwargs.get("revision"),
+            self.pretrained, commit=commit, revision=kwargs.get("revision"),
             filename=f"{kwargs['subfolder']}/{filename}" if kwargs.get("subfolder") else filename,
             cache_dir=kwargs.get("cache_dir"))
+
+    def run_identity(self) -> dict:
+        """What the run's model was (JSON data), for `results["visdep"]["model"]`."""
+        return {"adapter": self.adapter_name, "pretrained": self.pretrained, "settings": self.run_settings,
+                "checkpoint": self.checkpoint, "code": identity.code_identity(), **identity.library_versions()}
 
     def model_identity(self) -> dict:
         """Everything besides the question that changes a value: the durable store's model key. The dtype loaded,
@@ -158,92 +167,36 @@ class ScoringAdapter(lmms):
         which a resumed run must not mix."""
         return {"adapter": self.adapter_name, "settings": self.run_settings, "checkpoint": self.checkpoint["identity"],
                 "code": identity.code_identity(), "dtype": str(self._model.dtype), "device": self._device.type,
-                "attention": getattr(self._model.config, "_attn_implementation", None), **library_versions()}
+                "attention": getattr(self._model.config, "_attn_implementation", None),
+                "loaded": identity.loaded_code(self._model), **identity.library_versions()}
 
     def loglikelihood(self, requests) -> list[tuple[float, bool, str]]:
         """(-sum log p(continuation | context), is_greedy, the string scored) per request, in input order.
 
         The string scored is the continuation as the model saw it after the adapter's prompt (" A" after a base
-        model's "Answer:"); the tasks write it into each sample's `visdep` record. With lmms-eval's
-        `--use_cache`, questions already in the durable store are not scored again, and each batch scored is
-        added to it before the next one starts (`model_adapters.durable`)."""
-        by_key: dict[tuple, QuestionRequest] = {}
-        targets: list[tuple[tuple, str]] = []
-        for request in requests:
-            context, continuation, doc_to_visual, doc_id, task, split = request.args
-            key = (task, split, doc_id, context)
-            if key not in by_key:
-                doc = self.task_dict[task][split][doc_id]
-                qid = f"{task} doc {doc_id}" + (f" ({doc['question_id']})" if "question_id" in doc else "")
-                by_key[key] = QuestionRequest(task, doc_id, context, list(doc_to_visual(doc)), qid)
-            if callable(continuation):  # `loglikelihood` tasks pass a function of the document
-                continuation = continuation(self.task_dict[task][split][doc_id])
-            if continuation not in by_key[key].continuations:
-                by_key[key].continuations.append(continuation)
-            targets.append((key, continuation))
-
-        # One question per distinct (prompt, options, video): blind questions of different documents often
-        # read the same, and score the same.
-        distinct: dict[tuple, tuple] = {}
-        representative = {key: distinct.setdefault((r.context, tuple(sorted(r.continuations)),
-                                                    tuple(map(str, r.visuals))), key)
-                          for key, r in by_key.items()}
-        unique = list(distinct.values())
-
-        # Every question is tokenised, stored or not, so that batches are formed as in an uninterrupted run;
-        # a batch all of whose questions are stored is not scored (at most the batch in flight at a kill is
-        # scored again).
-        requests_unique = [by_key[key] for key in unique]
-        questions = self.build_questions(requests_unique)
+        model's "Answer:"); the tasks write it into each sample's `visdep` record. It rides as a third element
+        rather than beside lmms-eval's (loss, is_greedy) pair so that it reaches `process_results` with its value
+        on any rank and thread, and because lmms-eval's response cache keeps only two-element loglikelihood
+        responses: it never answers for a visdep adapter, so no value keyed on the `--model_args` text alone is
+        reused (docs/adapters.md). With lmms-eval's `--use_cache`, questions already in the durable store are not
+        scored again, and each batch scored is added to it before the next one starts (`model_adapters.pipeline`)."""
+        grouped = group_requests(requests, self.task_dict)
+        presented = self.present(grouped.questions)
+        root = current().store_root if self.checkpoint_settled else None
+        keys = question_keys(presented) if root is not None else []
         store = durable.ScoreStore.open(self.model_identity(), self.rank, {"pretrained": self.pretrained,
-                                                                           "checkpoint": self.checkpoint["source"]})
+                                                                           "checkpoint": self.checkpoint["source"]},
+                                        keys=keys, root=root)
         try:
-            store_keys = self._question_keys(requests_unique, questions) if store is not None else []
-            stored = {i: found for i, key in enumerate(store_keys)
-                      if (found := store.get(key)) is not None
-                      and all(c in found for c in requests_unique[i].continuations)}
-
-            def persist(indices: list[int], results: list) -> None:
-                store.add({store_keys[i]: {c: (loss, greedy, requests_unique[i].scored[j])
-                                           for j, (c, (loss, greedy)) in enumerate(zip(
-                                               requests_unique[i].continuations, result, strict=True))}
-                           for i, result in zip(indices, results, strict=True)})
-
-            scored = score_questions(self._model, questions, self.batch_size_per_device, self._device,
-                                     progress=self.rank == 0, on_scored=persist if store is not None else None,
-                                     done=(lambda part: all(i in stored for i in part)) if stored else None)
+            values, from_store = scored_through_store(self.score, presented, store, keys)
             if store is not None:
-                from_store = {unique[i] for i, result in enumerate(scored) if result is None}
-                reused = sum(representative[key] in from_store for key in by_key)
-                durable.log_reuse(self.adapter_name, self.rank, reused, len(by_key), store)
+                reused = sum(from_store[q] for q in grouped.documents)
+                durable.log_reuse(self.adapter_name, self.rank, reused, len(grouped.documents), store)
         finally:
             if store is not None:
                 store.close()
-        values: dict[tuple, dict[str, tuple]] = {}
-        for i, (key, result) in enumerate(zip(unique, scored, strict=True)):
-            r = by_key[key]
-            if result is None:
-                values[key] = {c: tuple(stored[i][c]) for c in r.continuations}
-            else:
-                values[key] = {c: (loss, greedy, r.scored[j]) for j, (c, (loss, greedy)) in
-                               enumerate(zip(r.continuations, result, strict=True))}
-        self.after_scoring(sum(result is not None for result in scored))
-        return [values[representative[key]][continuation] for key, continuation in targets]
-
-    def _question_keys(self, requests: Sequence[QuestionRequest], questions: Sequence[Question]) -> list[str]:
-        """The durable store's key of each question (`durable.question_key`), from what `build_questions` built."""
-        videos: dict[str, list] = {}
-        keys = []
-        for r, q in zip(requests, questions, strict=True):
-            if not r.prompt:
-                raise RuntimeError(f"{self.adapter_name}: build_questions did not record the prompt of {r.qid}; "
-                                   "the durable store cannot key it")
-            for v in map(str, r.visuals):
-                if v not in videos:
-                    videos[v] = identity.video_identity(v)
-            keys.append(durable.question_key(r.prompt, r.continuations, r.scored, q.tail, q.continuations,
-                                             [videos[str(v)] for v in r.visuals]))
-        return keys
+        self.after_scoring(len(from_store) - sum(from_store))
+        return in_request_order(grouped, values)
 
     def after_scoring(self, n_questions: int) -> None:
         """Hook for a summary log line."""
@@ -256,17 +209,6 @@ class ScoringAdapter(lmms):
 
 
 ANSWER_CUE = "\nAnswer:"
-
-
-def library_versions() -> dict[str, str | None]:
-    """Versions of the libraries that compute values: the model (transformers, torch), the frames (av, pillow)."""
-    versions = {"torch": torch.__version__}  # with its build (+cu130, +cpu), which the package metadata leaves out
-    for name in ("transformers", "av", "pillow"):
-        try:
-            versions[name] = _version(name)
-        except PackageNotFoundError:
-            versions[name] = None
-    return versions
 
 
 def answer_strings(prompt: str, continuations: Sequence[str]) -> list[str]:

@@ -11,8 +11,11 @@ one); the options are scored with a leading space (" A").
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from model_adapters.base import ANSWER_CUE, ScoringAdapter, answer_strings, continuation_tokens
-from model_adapters.scoring import Question
+from model_adapters.pipeline import Batches, DistinctQuestion, Presented, Scores
+from model_adapters.scoring import Question, score_questions
 
 
 def chat_prompt(tokenizer, context: str) -> tuple[str, bool]:
@@ -25,6 +28,22 @@ def chat_prompt(tokenizer, context: str) -> tuple[str, bool]:
     return context + ANSWER_CUE, True
 
 
+def present_text(tokenizer, questions: Sequence[DistinctQuestion], adapter_name: str = "visdep_llm",
+                 ) -> list[Presented]:
+    """What a text-only model is shown of each question (`pipeline.Presented`), for any engine."""
+    out = []
+    for q in questions:
+        if q.visuals:
+            raise ValueError(f"{q.qid}: {adapter_name} is text-only but task {q.task!r} gives it {list(q.visuals)!r}; "
+                             "run the blind task")
+        prompt, special = chat_prompt(tokenizer, q.context)
+        scored = answer_strings(prompt, q.continuations)
+        context, options = continuation_tokens(tokenizer, prompt, scored, special, q.qid)
+        out.append(Presented(q.qid, prompt, tuple(q.continuations), tuple(scored), tuple(context),
+                             tuple(map(tuple, options)), None, special))
+    return out
+
+
 class VisdepLLM(ScoringAdapter):
     adapter_name = "visdep_llm"
 
@@ -34,14 +53,11 @@ class VisdepLLM(ScoringAdapter):
         self.tokenizer = AutoTokenizer.from_pretrained(self.pretrained, **self.processor_kwargs)
         return AutoModelForCausalLM.from_pretrained(self.pretrained, **self.model_kwargs)
 
-    def build_questions(self, requests) -> list[Question]:
-        questions = []
-        for r in requests:
-            if r.visuals:
-                raise ValueError(f"{r.qid}: visdep_llm is text-only but task {r.task!r} gives it {r.visuals!r}; "
-                                 "run the blind task")
-            prompt, special = chat_prompt(self.tokenizer, r.context)
-            r.prompt, r.scored = prompt, answer_strings(prompt, r.continuations)
-            context, continuations = continuation_tokens(self.tokenizer, prompt, r.scored, special, r.qid)
-            questions.append(Question(r.qid, None, context, continuations))
-        return questions
+    def present(self, questions: Sequence[DistinctQuestion]) -> list[Presented]:
+        return present_text(self.tokenizer, questions, self.adapter_name)
+
+    def score(self, questions: Sequence[Presented], batches: Batches) -> list[Scores | None]:
+        """The Hugging Face engine: the scoring core on the presented tokens."""
+        return score_questions(self._model, [Question(q.qid, None, list(q.context), [list(o) for o in q.options])
+                                             for q in questions], self.batch_size_per_device, self._device,
+                               progress=self.rank == 0, on_scored=batches.scored, done=batches.skip)

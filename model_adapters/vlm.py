@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import copy
 import threading
+from collections.abc import Sequence
 from functools import partial
 
 from loguru import logger
@@ -27,8 +28,9 @@ from loguru import logger
 from model_adapters.base import ScoringAdapter, answer_strings, continuation_tokens
 from model_adapters.families import family_of, prefix_positions
 from model_adapters.frames import FrameSource
+from model_adapters.pipeline import Batches, DistinctQuestion, Presented, Scores
 from model_adapters.prefetch import DEFAULT_PREFETCH_MB, Prefetch, decoder_threads_for
-from model_adapters.scoring import Prefix, Question, ScoringError
+from model_adapters.scoring import Prefix, Question, ScoringError, score_questions
 from model_adapters.settings import DEFAULT_FRAME_FOLDER_FPS, DEFAULT_MAX_FRAMES
 
 
@@ -36,6 +38,24 @@ def user_message(context: str, with_video: bool) -> list[dict]:
     """The one user turn: the video first, then the text (the project's prompt contract)."""
     content = ([{"type": "video"}] if with_video else []) + [{"type": "text", "text": context}]
     return [{"role": "user", "content": content}]
+
+
+def present_video(processor, questions: Sequence[DistinctQuestion], adapter_name: str = "visdep_vlm",
+                  ) -> list[Presented]:
+    """What a vision-language model is shown of each question (`pipeline.Presented`), for any engine: the processor's
+    chat template over `user_message`, the video's path (its frames and timing: `frames.FrameSource`)."""
+    out = []
+    for q in questions:
+        if len(q.visuals) > 1 or any(not isinstance(v, str) for v in q.visuals):
+            raise ValueError(f"{q.qid}: {adapter_name} takes one video path per question, got {list(q.visuals)!r}")
+        video = q.visuals[0] if q.visuals else None
+        prompt = processor.apply_chat_template(user_message(q.context, video is not None), add_generation_prompt=True,
+                                               tokenize=False)
+        scored = answer_strings(prompt, q.continuations)
+        context, options = continuation_tokens(processor.tokenizer, prompt, scored, False, q.qid)
+        out.append(Presented(q.qid, prompt, tuple(q.continuations), tuple(scored), tuple(context),
+                             tuple(map(tuple, options)), video))
+    return out
 
 
 def on_device(encoding, device, dtype) -> dict:
@@ -103,32 +123,35 @@ class VisdepVLM(ScoringAdapter):
         inputs["position_ids"] = positions
         return inputs, next_position
 
-    def build_questions(self, requests) -> list[Question]:
-        questions = []
-        for r in requests:
-            if len(r.visuals) > 1 or any(not isinstance(v, str) for v in r.visuals):
-                raise ValueError(f"{r.qid}: visdep_vlm takes one video path per question, got {r.visuals!r}")
-            video = r.visuals[0] if r.visuals else None
-            prompt = self.processor.apply_chat_template(user_message(r.context, video is not None),
-                                                        add_generation_prompt=True, tokenize=False)
-            r.prompt, r.scored = prompt, answer_strings(prompt, r.continuations)
-            context, continuations = continuation_tokens(self.tokenizer, prompt, r.scored, False, r.qid)
-            prefix, tail = None, context
-            if video is not None:
-                end = prompt.rfind(self.family.video_end)
+    def present(self, questions: Sequence[DistinctQuestion]) -> list[Presented]:
+        return present_video(self.processor, questions, self.adapter_name)
+
+    def hf_questions(self, questions: Sequence[Presented]) -> list[Question]:
+        """The scoring core's questions: a video question's prompt cut after the family's video marker, the part
+        before it (system turn, user header, frames) the prefix shared by that video's questions."""
+        out = []
+        for q in questions:
+            context, prefix, tail = list(q.context), None, list(q.context)
+            if q.video is not None:
+                end = q.prompt.rfind(self.family.video_end)
                 if end < 0:
-                    raise ScoringError(f"{r.qid}: the chat template of {self.pretrained} did not place the video "
-                                       f"marker {self.family.video_end!r} in {prompt!r}")
-                prefix_text = prompt[: end + len(self.family.video_end)]
+                    raise ScoringError(f"{q.qid}: the chat template of {self.pretrained} did not place the video "
+                                       f"marker {self.family.video_end!r} in {q.prompt!r}")
+                prefix_text = q.prompt[: end + len(self.family.video_end)]
                 prefix_ids = self.tokenizer(prefix_text, add_special_tokens=False)["input_ids"]
                 if context[: len(prefix_ids)] != prefix_ids:
-                    raise ScoringError(f"{r.qid}: cutting the prompt after {self.family.video_end!r} changes its "
+                    raise ScoringError(f"{q.qid}: cutting the prompt after {self.family.video_end!r} changes its "
                                        "tokens; the video prefix cannot be shared")
-                prefix = Prefix((video, prefix_text), partial(self._prepare_prefix, video, prefix_text),
+                prefix = Prefix((q.video, prefix_text), partial(self._prepare_prefix, q.video, prefix_text),
                                 self._prefix_to_model, self.prefetch)
                 tail = context[len(prefix_ids):]
-            questions.append(Question(r.qid, prefix, tail, continuations))
-        return questions
+            out.append(Question(q.qid, prefix, tail, [list(o) for o in q.options]))
+        return out
+
+    def score(self, questions: Sequence[Presented], batches: Batches) -> list[Scores | None]:
+        """The Hugging Face engine: the scoring core, each video's prefix run once for its questions."""
+        return score_questions(self._model, self.hf_questions(questions), self.batch_size_per_device, self._device,
+                               progress=self.rank == 0, on_scored=batches.scored, done=batches.skip)
 
     def after_scoring(self, n_questions: int) -> None:
         decodes = self.frames.decodes

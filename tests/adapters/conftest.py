@@ -15,10 +15,16 @@ def benchmark_env(fixture_env, monkeypatch) -> dict[str, str]:
 
 
 @pytest.fixture
-def store_root(tmp_path):
-    """The durable store on (`--use_cache tmp_path/cache`) for one test; off again after it."""
-    from lmms_eval_tasks.evaluation_hooks import set_store_root
+def evaluation(tmp_path):
+    """One evaluation for the test (as the lmms-eval wrapper makes one): letter scoring, the durable store on
+    (`--use_cache tmp_path/cache`)."""
+    from lmms_eval_tasks.evaluation_hooks import Evaluation, evaluating
 
-    set_store_root(tmp_path / "cache")
-    yield tmp_path / "cache"
-    set_store_root(None)
+    with evaluating(Evaluation(store_root=tmp_path / "cache")) as current:
+        yield current
+
+
+@pytest.fixture
+def store_root(evaluation):
+    """The durable store's folder of the test's evaluation."""
+    return evaluation.store_root

@@ -6,7 +6,9 @@ this file checks the key/value cache, the shared prefix and the batching, not wh
 
 Every family, blind and video, letter and option scoring, on the synthetic benchmarks: seven
 VRU-Accident questions (six share one mp4, so the video prefix and the batching of questions are
-exercised) and three MM-AU questions (jpg and png frame folders, five multi-token options)."""
+exercised) and three MM-AU questions (jpg and png frame folders, five multi-token options). The first test runs for
+the adapters' own engine and for a test engine implementing only `score` (`tests/helpers/engines.py`), so the steps
+around the engine (grouping, presenting, the order of the results) are checked for any engine."""
 
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ import pytest
 from lmms_eval_tasks import tasks
 from lmms_eval_tasks.loaders import load_benchmark
 from model_adapters.frames import read_frames
-from tests.helpers.adapters import count_forwards, make_adapter, requests_for
+from tests.helpers.adapters import ENGINES, count_forwards, make_adapter, requests_for
 from tests.helpers.naive import naive_option_scores, reference_inputs, reference_prompt
 from visdep_metrics.demo.tiny import LLM_KINDS, VLM_KINDS
 
@@ -32,9 +34,9 @@ CASES = ([(k, mode, s) for k in VLM_KINDS for mode in ("video", "blind") for s i
 @pytest.fixture(scope="module")
 def adapter_of(tiny_models):
     @cache
-    def get(kind: str):
+    def get(kind: str, engine: str = "hf"):
         extra = {"max_frames": MAX_FRAMES} if kind in VLM_KINDS else {}
-        return make_adapter(kind, tiny_models[kind], batch_size=4, **extra)
+        return make_adapter(kind, tiny_models[kind], engine, batch_size=4, **extra)
 
     return get
 
@@ -61,10 +63,11 @@ def assert_same(got, expected):
     assert [g[1] for g in got] == [e[1] for e in expected]
 
 
+@pytest.mark.parametrize("engine", ENGINES)
 @pytest.mark.parametrize("kind,mode,scoring", CASES)
-def test_adapter_equals_naive_reference(adapter_of, benchmark_env, monkeypatch, kind, mode, scoring):
+def test_adapter_equals_naive_reference(adapter_of, benchmark_env, monkeypatch, kind, mode, scoring, engine):
     monkeypatch.setenv("VISDEP_SCORING", scoring)
-    adapter = adapter_of(kind)
+    adapter = adapter_of(kind, engine)
     docs = questions()
     video = mode == "video"
     got = adapter.loglikelihood(requests_for(adapter, docs, video))
@@ -114,17 +117,17 @@ def test_shared_prefix_and_one_decode_per_video(tiny_models, benchmark_env):
 def test_letters_are_the_first_assistant_token(adapter_of, benchmark_env):
     adapter = adapter_of("qwen2_5_vl")
     doc = load_benchmark("vru_accident")[0].document()
-    [question] = adapter.build_questions([_request(adapter, doc, ["A", "B"], video=True)])
+    [question] = adapter.hf_questions(adapter.present([_request(adapter, doc, ["A", "B"], video=True)]))
     header = adapter.tokenizer("<|im_start|>assistant\n", add_special_tokens=False)["input_ids"]
     assert question.tail[-len(header):] == header
     assert question.continuations == [[adapter.tokenizer.convert_tokens_to_ids(c)] for c in "AB"]
 
 
 def _request(adapter, doc, continuations, video):
-    from model_adapters.base import QuestionRequest
+    from model_adapters.pipeline import DistinctQuestion
 
     visuals = tasks.doc_to_visual_video(doc) if video else []
-    return QuestionRequest("t", 0, tasks.doc_to_text(doc), visuals, doc["question_id"], list(continuations))
+    return DistinctQuestion("t", 0, tasks.doc_to_text(doc), visuals, doc["question_id"], list(continuations))
 
 
 @pytest.mark.parametrize("kind", ["qwen2", "qwen2_5_vl"])
@@ -142,8 +145,8 @@ def test_is_greedy_true_for_the_greedy_continuation(adapter_of, benchmark_env, k
         generated = adapter.model.generate(**inputs, max_new_tokens=2, min_new_tokens=2, do_sample=False)
         greedy = generated[0, inputs["input_ids"].shape[1]:].tolist()
         text = adapter.tokenizer.decode(greedy)
-        [check] = adapter.build_questions([_request(adapter, doc, [text], video)])
-        if check.continuations == [greedy]:
+        [check] = adapter.present([_request(adapter, doc, [text], video)])
+        if check.options == (tuple(greedy),):
             break
     else:
         pytest.fail("no question's greedy tokens survive decoding and re-encoding")

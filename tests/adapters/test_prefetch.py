@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from lmms_eval_tasks.layouts import write_frame_folder, write_mp4
-from model_adapters.base import QuestionRequest
 from model_adapters.frames import VideoReadError
+from model_adapters.pipeline import DistinctQuestion
 from model_adapters.prefetch import Prefetch, PreparedInOrder, nbytes
 from model_adapters.scoring import score_questions
 from tests.helpers.adapters import make_adapter
@@ -165,7 +165,7 @@ def videos(tmp_path_factory) -> list[Path]:
 OPTIONS = ["a car turns left", "a cyclist crosses", "the light is red", "nothing happens"]
 
 
-def requests(videos: list[Path]) -> list[QuestionRequest]:
+def requests(videos: list[Path]) -> list[DistinctQuestion]:
     """One to three questions per video, letter and option continuations mixed."""
     out = []
     for v, video in enumerate(videos):
@@ -173,12 +173,12 @@ def requests(videos: list[Path]) -> list[QuestionRequest]:
             context = (f"Question {q} about clip {v}: what happens?\n"
                        + "\n".join(f"{'ABCD'[k]}. {o}" for k, o in enumerate(OPTIONS)) + "\nAnswer with the letter.")
             continuations = list("ABCD") if q % 2 == 0 else OPTIONS
-            out.append(QuestionRequest("t", len(out), context, [str(video)], f"clip {v} question {q}", continuations))
+            out.append(DistinctQuestion("t", len(out), context, [str(video)], f"clip {v} question {q}", continuations))
     return out
 
 
 def score(adapter, reqs, **kwargs):
-    questions = adapter.build_questions(reqs)
+    questions = adapter.hf_questions(adapter.present(reqs))
     return score_questions(adapter.model, questions, adapter.batch_size, adapter.device, progress=False, **kwargs)
 
 
@@ -230,7 +230,7 @@ def test_an_unreadable_video_fails_naming_it(tiny_models, videos, tmp_path):
         return prepare(video, text)
 
     adapter._prepare_prefix = recorded
-    reqs = requests(videos[:4]) + [QuestionRequest("t", 99, "A much longer question than the others, so it is "
+    reqs = requests(videos[:4]) + [DistinctQuestion("t", 99, "A much longer question than the others, so it is "
                                                    "scored last: " * 4 + "\nA. yes\nB. no", [str(broken)], "broken",
                                                    ["A", "B"])]
     scored = []
@@ -248,7 +248,7 @@ def test_progress_and_log_say_videos_per_second_and_waiting(tiny_models, videos,
     lines = []
     sink = logger.add(lines.append, format="{message}")
     try:
-        questions = adapter.build_questions(requests(videos[:3]))
+        questions = adapter.hf_questions(adapter.present(requests(videos[:3])))
         score_questions(adapter.model, questions, 2, adapter.device, progress=True)
     finally:
         logger.remove(sink)

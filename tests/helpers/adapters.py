@@ -8,12 +8,18 @@ from pathlib import Path
 
 from visdep_metrics.demo.tiny import LLM_KINDS
 
+ENGINES = ("hf", "naive")  # the adapters' own scoring core; a test engine implementing only `score`
 
-def make_adapter(kind: str, path: Path, **kwargs):
+
+def make_adapter(kind: str, path: Path, engine: str = "hf", **kwargs):
     """A visdep adapter on the CPU (in float32 unless `dtype` says otherwise), as lmms-eval would build it from
-    --model_args."""
-    from model_adapters.llm import VisdepLLM
-    from model_adapters.vlm import VisdepVLM
+    --model_args; with `engine="naive"`, scoring through the test engine of `tests/helpers/engines.py`."""
+    if engine == "naive":
+        from tests.helpers.engines import NaiveLLM as VisdepLLM
+        from tests.helpers.engines import NaiveVLM as VisdepVLM
+    else:
+        from model_adapters.llm import VisdepLLM
+        from model_adapters.vlm import VisdepVLM
 
     cls = VisdepLLM if kind in LLM_KINDS else VisdepVLM
     return cls(pretrained=str(path), device="cpu", **{"dtype": "float32", **kwargs})
@@ -35,6 +41,20 @@ def requests_for(adapter, docs: list[dict], video: bool, task: str = "t", choice
             out.append(Instance("loglikelihood", (context, choice, to_visual, doc_id, task, "test"), k,
                                 metadata={"task": task, "doc_id": doc_id, "repeats": 1}))
     return out
+
+
+def set_store_root(root: Path | str | None) -> None:
+    """Point the current evaluation's durable store at `root` (None: off), as `--use_cache` would."""
+    from lmms_eval_tasks.evaluation_hooks import current, store_folder
+
+    current().store_root = store_folder(root)
+
+
+def set_scoring(mode: str) -> None:
+    """The current evaluation's scoring mode (what VISDEP_SCORING sets when lmms-eval starts one)."""
+    from lmms_eval_tasks.evaluation_hooks import current
+
+    current().scoring = mode
 
 
 def count_forwards(model) -> list[int]:

@@ -43,7 +43,8 @@ def test_results_take_the_smallest_loss(results, monkeypatch):
     assert rec == {"question_id": "q1", "benchmark": "vru_accident", "mode": "video", "category": "location",
                    "source": "DoTA", "video": "v.mp4", "n_options": 3, "answer_index": 1,
                    "prompt_id": hashlib.sha256(PROMPT.encode()).hexdigest()[:16],
-                   "option_logprobs": [-2.0, -0.5, -3.0], "scoring": "letter", "continuations": ["A", "B", "C"]}
+                   "option_logprobs": [-2.0, -0.5, -3.0], "scoring": "letter", "continuations": ["A", "B", "C"],
+                   "schema_version": 2}
     wrong = tasks.process_results_blind(DOC, ["(0.1, True)", "(0.5, False)", "(3.0, False)"])
     assert wrong["acc"] == 0.0 and wrong["visdep"]["mode"] == "blind"
 

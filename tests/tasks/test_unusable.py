@@ -45,8 +45,8 @@ def release(tmp_path, monkeypatch):
     monkeypatch.setenv("MLVU_VIDEOS", str(tmp_path / "video"))
     for variable in ("VISDEP_SKIP_UNUSABLE", "VISDEP_SKIP_MISSING_VIDEOS"):
         monkeypatch.delenv(variable, raising=False)
-    monkeypatch.setattr(evaluation_hooks, "_dropped", {})
-    return data
+    with evaluation_hooks.evaluating(evaluation_hooks.Evaluation()):  # what the tasks record goes there
+        yield data
 
 
 def test_the_release_read_as_published(release):
@@ -77,7 +77,7 @@ def test_without_the_switch_the_task_stops_naming_every_record(release):
         tasks.mlvu_docs_blind(_placeholder())
     assert "1_plotQA.json record 2 (1_plotQA/2)" in str(error.value)
     assert "1_plotQA.json record 3 (1_plotQA/3)" in str(error.value)
-    assert evaluation_hooks._dropped == {}
+    assert evaluation_hooks.current().dropped == {}
 
 
 def test_with_the_switch_blind_and_video_share_documents_and_record_what_they_leave_out(release, monkeypatch):
@@ -89,13 +89,13 @@ def test_with_the_switch_blind_and_video_share_documents_and_record_what_they_le
                 "reason": "the answer is the text of two or more candidates"},
                {"question_id": "1_plotQA/3", "where": f"{release / '1_plotQA.json'} record 3",
                 "reason": "the answer is not among the candidates"}]
-    assert evaluation_hooks._dropped == {"mlvu_blind": records, "mlvu_video": records}
+    assert evaluation_hooks.current().dropped == {"mlvu_blind": records, "mlvu_video": records}
 
     # a missing video leaves its questions out of the video task only, recorded the same way
     (release.parent / "video" / "2_needle" / "c.mp4").unlink()
     video = tasks.mlvu_docs_video(_placeholder())
     assert video["question_id"] == ["1_plotQA/0", "1_plotQA/1"]
-    assert evaluation_hooks._dropped["mlvu_video"] == [*records, {
+    assert evaluation_hooks.current().dropped["mlvu_video"] == [*records, {
         "question_id": "2_needle/0", "where": str(release.parent / "video" / "2_needle" / "c.mp4"),
         "reason": "the video is not found"}]
 
@@ -103,7 +103,7 @@ def test_with_the_switch_blind_and_video_share_documents_and_record_what_they_le
     subset = datasets.Dataset.from_list([{"question_id": "2_needle/0"}, {"question_id": "1_plotQA/3"}],
                                         split="grounded")
     assert tasks.mlvu_docs_blind(subset)["question_id"] == ["2_needle/0"]
-    assert evaluation_hooks._dropped["mlvu_blind_grounded"] == [records[1]]
+    assert evaluation_hooks.current().dropped["mlvu_blind_grounded"] == [records[1]]
 
 
 def test_many_unusable_records_are_listed_in_full_beside_the_output(tmp_path, monkeypatch):
@@ -112,8 +112,8 @@ def test_many_unusable_records_are_listed_in_full_beside_the_output(tmp_path, mo
     monkeypatch.setenv("MLVU_ANNOTATIONS", str(data))
     monkeypatch.delenv("VISDEP_SKIP_UNUSABLE", raising=False)
     monkeypatch.delenv("VISDEP_SKIP_MISSING_VIDEOS", raising=False)
-    monkeypatch.setattr(evaluation_hooks, "_output_path", tmp_path / "out")
-    with pytest.raises(UnusableRecordsError) as error:
+    with evaluation_hooks.evaluating(evaluation_hooks.Evaluation(output_path=tmp_path / "out")), \
+            pytest.raises(UnusableRecordsError) as error:
         tasks.mlvu_docs_blind(_placeholder())
     listed = tmp_path / "out" / "visdep_unusable_mlvu.jsonl"
     assert f"All 12 are listed in {listed}" in str(error.value) and "... and 2 more" in str(error.value)

@@ -155,7 +155,8 @@ def run_demo(out: Path, max_frames: int = 4, with_smollm2: bool = True, cache_di
               "cached_checkpoints": str(cache_dir), "config": asdict(config)}
     (out / "timing.json").write_text(json.dumps(timing, indent=1))
     write_report(out, timing, TAU)
-    print(f"\nvisdep demo: {out / 'report.md'} (planted truth against every filter), the audit in {out / 'audit'}; "
+    print(f"\nvisdep demo: {out / 'report.md'} (planted truth against every filter), the audit in {out / 'audit'} "
+          f"(its questions and frames: visdep explore {out / 'audit'}); "
           f"{timing['total_s']:.0f} s ({timing['train_s']:.0f} s training, cached in {cache_dir})")
     return 0
 
@@ -175,7 +176,7 @@ def audit_against_truth(out: Path, data: Path) -> int:
                  ["ibp", "--benchmark", BENCHMARK, "--root", str(data), "--budget", "0.5", "--batch-size", "24",
                   "--n-estimators", "100", "--out", str(out / "ibp")],
                  ["audit", str(out / "runs"), "--panel", str(out / "panel.yaml"), "--tst", str(out / "tst"), "--out",
-                  str(out / "audit"), *labels]):
+                  str(out / "audit"), "--video-root", f"{BENCHMARK}={data}", *labels]):
         status = visdep_main(argv)
         if status:
             return status

@@ -13,15 +13,16 @@ questions stay.
 
 The models are scored in this process through the adapters (`visdep_llm`, `visdep_vlm`) with lmms-eval's own
 request objects and the tasks' own prompt, choices and scoring (option texts), without lmms-eval's runner:
-the same numbers the command line gives, without its start-up per model.
+the same numbers the command line gives, without its start-up per model. What the command line would take from
+the environment is passed explicitly: the scoring mode in the evaluation (`evaluation_hooks.Evaluation`) the
+adapters score in, each setting's benchmark folder to the video paths of its requests.
 """
 
 from __future__ import annotations
 
 import itertools
-import os
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -35,30 +36,33 @@ SHARES = (0.3, 0.7)
 STRENGTHS = (1.0, 0.8, 0.6)
 
 
-def loglikelihood_requests(adapter, docs: list[dict], video: bool, task: str = "vru_accident") -> list:
+def loglikelihood_requests(adapter, docs: list[dict], video: bool, task: str = "vru_accident",
+                           video_of: Callable[[dict], list[str]] | None = None) -> list:
     """lmms-eval's `multiple_choice` requests for `docs` (K per document, the tasks' own prompt and choices),
-    wired to the adapter's task_dict the way lmms-eval's evaluator wires them."""
+    wired to the adapter's task_dict the way lmms-eval's evaluator wires them. `video_of(doc)`: the video task's
+    visual (default the task's own `doc_to_visual_video`, which finds the benchmark through its variable)."""
     from lmms_eval.api.instance import Instance
 
     from lmms_eval_tasks import tasks
 
-    to_visual = tasks.doc_to_visual_video if video else tasks.doc_to_visual_blind
+    to_visual = (video_of or tasks.doc_to_visual_video) if video else tasks.doc_to_visual_blind
     adapter.task_dict = {task: {"test": docs}}
     return [Instance("loglikelihood", (tasks.doc_to_text(doc), choice, to_visual, i, task, "test"), k,
                      metadata={"task": task, "doc_id": i, "repeats": 1})
             for i, doc in enumerate(docs) for k, choice in enumerate(tasks.doc_to_choice(doc))]
 
 
-def _option_logprobs(adapter, docs: list[dict], video: bool) -> np.ndarray:
+def _option_logprobs(adapter, docs: list[dict], video: bool, video_of: Callable[[dict], list[str]]) -> np.ndarray:
     """(n, K) log-probabilities (every question here has K = 4)."""
-    losses = np.array([loss for loss, _, _ in adapter.loglikelihood(loglikelihood_requests(adapter, docs, video))])
+    requests = loglikelihood_requests(adapter, docs, video, video_of=video_of)
+    losses = np.array([loss for loss, _, _ in adapter.loglikelihood(requests)])
     return -losses.reshape(len(docs), -1)
 
 
 def score_setting(adapters: dict, text_llms: Sequence[str], vlms: Sequence[str], config: PlantedConfig,
                   work: Path, taus: Sequence[float] = TAUS) -> pd.DataFrame:
     """Rows (variant, panel_size, tau, n_removed, precision, recall, video_only_kept) of one generator setting."""
-    from lmms_eval_tasks.loaders import load_benchmark
+    from lmms_eval_tasks.loaders import get_benchmark, load_benchmark
     from visdep_metrics.audit.diagnostics import (
         TEXTUAL_EVIDENCE,
         answer_probability,
@@ -73,21 +77,25 @@ def score_setting(adapters: dict, text_llms: Sequence[str], vlms: Sequence[str],
     root = work / f"share{config.shortcut_share:g}-strength{config.strength:g}"
     write_planted(root, config)
     docs = [q.document() for q in load_benchmark("vru_accident", root)]
-    os.environ["VRU_ACCIDENT_ROOT"] = str(root)
+    bench = get_benchmark("vru_accident")
+
+    def video_of(doc: dict) -> list[str]:  # as the task finds it, with VRU_ACCIDENT_ROOT=root
+        return [str(bench.find_video(root, doc["video"]))]
+
     planted = pd.read_csv(root / "planted.csv").set_index("question_id").loc[[d["question_id"] for d in docs]]
     planted = planted.reset_index()
     k = np.array([len(d["options"]) for d in docs])
     answer = np.array([d["answer_index"] for d in docs])
     correct, entropy, p_answer = [], [], []
     for name in text_llms:
-        p = option_probabilities(_option_logprobs(adapters[name], docs, False), k)
+        p = option_probabilities(_option_logprobs(adapters[name], docs, False, video_of), k)
         correct.append(predicted_index(p) == answer)
         entropy.append(normalised_entropy(p, k))
         p_answer.append(answer_probability(p, answer))
     p_video, p_blind = [], []
     for name in vlms:
         for video, into in ((True, p_video), (False, p_blind)):
-            logprobs = _option_logprobs(adapters[name], docs, video)
+            logprobs = _option_logprobs(adapters[name], docs, video, video_of)
             into.append(answer_probability(option_probabilities(logprobs, k), answer))
     v = visual_necessity(np.array(p_video), np.array(p_blind), k)
     rows = []
@@ -109,6 +117,7 @@ def validate(out: Path | None = None, cache_dir: Path | None = None, videos: int
              taus: Sequence[float] = TAUS, with_smollm2: bool = True) -> pd.DataFrame:
     """The sweep (one row per setting, variant, panel size and τ); written to OUT/validate.csv, with the counts
     per variant in OUT/recovery.csv, when `out` is given."""
+    from lmms_eval_tasks.evaluation_hooks import Evaluation, evaluating
     from model_adapters.llm import VisdepLLM
     from model_adapters.vlm import VisdepVLM
     from visdep_metrics.demo.pipeline import (
@@ -123,7 +132,6 @@ def validate(out: Path | None = None, cache_dir: Path | None = None, videos: int
     )
     from visdep_metrics.demo.training import train_panel
 
-    os.environ["VISDEP_SCORING"] = "option"
     checkpoints = train_panel({kind: ROLE_OF[kind] for kind in TEXT_LLMS + VLMS}, cache_dir or default_cache_dir(),
                               PlantedConfig(), LLM_STEPS, VLM_STEPS, max_frames)
     adapters = {kind: VisdepLLM(pretrained=str(checkpoints[kind]), device="cpu", dtype="float32", batch_size=8)
@@ -136,7 +144,7 @@ def validate(out: Path | None = None, cache_dir: Path | None = None, videos: int
         adapters[SMOLLM2] = VisdepLLM(pretrained=str(gguf.parent), gguf_file=gguf.name, device="cpu",
                                       dtype="float32", batch_size=8)
         text.append(SMOLLM2)
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, evaluating(Evaluation(scoring="option")):
         tables = []
         for share, strength in itertools.product(shares, strengths):
             config = PlantedConfig(videos=videos, shortcut_share=share, strength=strength, seed=11)
