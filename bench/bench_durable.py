@@ -19,13 +19,15 @@ from __future__ import annotations
 
 import argparse
 import os
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
 
 import torch
 
-from lmms_eval_tasks.evaluation_hooks import set_store_root
+from lmms_eval_tasks.evaluation_hooks import Evaluation, evaluating
 from lmms_eval_tasks.loaders import load_benchmark
 from visdep_metrics.demo.fixtures import write_fixtures
 from visdep_metrics.demo.tiny import build_tiny
@@ -33,13 +35,10 @@ from visdep_metrics.demo.validate import loglikelihood_requests
 
 
 def timed(adapter, docs: list[dict], video: bool, store_root: Path | None) -> float:
-    set_store_root(store_root)
-    try:
+    with evaluating(Evaluation(store_root=store_root, scoring="letter")):
         start = time.perf_counter()
         adapter.loglikelihood(loglikelihood_requests(adapter, docs, video))
         return time.perf_counter() - start
-    finally:
-        set_store_root(None)
 
 
 def bench(name: str, adapter, docs: list[dict], video: bool, repeats: int, work: Path) -> None:
@@ -53,6 +52,40 @@ def bench(name: str, adapter, docs: list[dict], video: bool, repeats: int, work:
           f"{min(on) / min(off):6.3f}")
 
 
+# Run in a child process (its memory is the store's alone): fills a model folder with RECORDS records in 8 files,
+# the format of the checkout on sys.path, then opens it needing NEEDED of them; prints seconds and MiB.
+OPEN_STORE = """
+import hashlib, inspect, os, resource, sys, time
+from pathlib import Path
+from model_adapters import durable
+records, needed, folder = int(sys.argv[1]), int(sys.argv[2]), Path(sys.argv[3])
+folder.mkdir(parents=True)
+keys = [hashlib.sha256(str(i).encode()).hexdigest() for i in range(records)]
+line = getattr(durable, "record_line", None) or __import__("model_adapters.store_records").store_records.record_line
+new = "keys" in inspect.signature(durable.ScoreStore.__init__).parameters
+for f in range(8):
+    with open(folder / f"rank{f}-host-1-0000.jsonl", "w") as out:
+        for i in range(f, records, 8):
+            scores = {c: [1.0 + i / records, c == "A", " " + c] for c in "ABCD"}
+            out.write(line(folder.name, keys[i], scores, i) if new else line(keys[i], scores))
+wanted = keys[:: records // needed][:needed]
+rss = lambda: int(open("/proc/self/statm").read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+before, start = rss(), time.perf_counter()
+store = durable.ScoreStore(folder, 0, wanted) if new else durable.ScoreStore(folder, 0)
+seconds = time.perf_counter() - start
+assert all(store.get(k) is not None for k in wanted)
+print(f"{seconds:.3f} {rss() - before:.1f}")
+"""
+
+
+def bench_open(records: int, needed: int, checkout: Path, work: Path) -> tuple[float, float]:
+    """(seconds, MiB held) to open a store of `records` records needing `needed`, with the store of `checkout`."""
+    env = {**os.environ, "PYTHONPATH": str(checkout)}
+    out = subprocess.run([sys.executable, "-c", OPEN_STORE, str(records), str(needed), str(work)], env=env,
+                         cwd=checkout, check=True, capture_output=True, text=True).stdout.split()
+    return float(out[0]), float(out[1])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--questions", type=int, default=96)
@@ -61,6 +94,10 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--vlm-size", choices=("bench", "test"), default="bench",
                         help="tiny Qwen2.5-VL size: bench (the claim) or test (a quick check that the bench runs)")
+    parser.add_argument("--store-records", type=int, default=1_000_000, help="records in the store opened")
+    parser.add_argument("--store-needed", type=int, default=10_000, help="of them, the ones the run asks for")
+    parser.add_argument("--before", type=Path, help="a checkout of an earlier visdep (git worktree add DIR HEAD): "
+                                                    "its store opened the same way, for comparison")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     from model_adapters.llm import VisdepLLM
@@ -81,6 +118,11 @@ def main() -> None:
         print(f"{'case':42} {'off s':>8} {'on s':>8} {'ms/quest':>9} {'ratio':>6}")
         bench(f"Qwen2.5-VL ({args.vlm_size} size), video, letter", vlm, docs, True, args.repeats, work)
         bench("Qwen2 LLM (test size), blind, letter", llm, docs, False, args.repeats, work)
+        print(f"opening a store of {args.store_records:,} records in 8 files, needing {args.store_needed:,}:")
+        for name, checkout in (("before", args.before), ("this checkout", Path(__file__).resolve().parents[1])):
+            if checkout is not None:
+                seconds, mib = bench_open(args.store_records, args.store_needed, checkout, work / f"open-{name}")
+                print(f"  {name:40} {seconds:8.2f} s {mib:8.0f} MiB held")
 
 
 if __name__ == "__main__":

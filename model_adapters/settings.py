@@ -28,9 +28,15 @@ ADAPTER_DEFAULTS: dict[str, dict[str, object]] = {
 # and any argument not listed here) tells runs apart.
 NOT_SCORE_CHANGING = frozenset({
     "device", "device_map", "batch_size", "max_batch_size", "attn_implementation", "cache_dir",
-    "local_files_only", "token", "low_cpu_mem_usage", "offload_folder", "trust_remote_code", "use_safetensors",
+    "local_files_only", "token", "low_cpu_mem_usage", "offload_folder",
     "decode_workers", "prefetch_videos", "prefetch_mb",
 })
+# Yes/no loader arguments that choose what is loaded: `trust_remote_code` the modeling code (a folder's own class
+# or transformers'), `use_safetensors` the weight file where a folder holds both. Written "true"/"false"; the
+# loader's default (LOADER_DEFAULTS) is the same model as not giving the argument.
+_BOOLEAN = frozenset({"trust_remote_code", "use_safetensors"})
+LOADER_DEFAULTS = {"trust_remote_code": "false"}
+_TRUE, _FALSE = frozenset({"true", "1", "yes"}), frozenset({"false", "0", "no"})
 
 _INTEGER = frozenset({"max_frames"})
 _REAL = frozenset({"frame_folder_fps"})
@@ -38,8 +44,11 @@ _REAL = frozenset({"frame_folder_fps"})
 
 def canonical_value(name: str, value: object) -> str:
     """An argument's value as one text whatever way it was written: 16, "16" and "16.0" -> "16" for max_frames;
-    30, "30.0" -> "30" for frame_folder_fps (the shortest form of the number); anything else as str(), stripped."""
+    30, "30.0" -> "30" for frame_folder_fps (the shortest form of the number); True, "True", "1" -> "true" for
+    trust_remote_code and use_safetensors; anything else as str(), stripped."""
     text = str(value).strip()
+    if name in _BOOLEAN and text.lower() in _TRUE | _FALSE:
+        return "true" if text.lower() in _TRUE else "false"
     try:
         if name in _INTEGER:
             number = float(text)
@@ -53,9 +62,11 @@ def canonical_value(name: str, value: object) -> str:
 
 def score_settings(adapter: str, model_args: Mapping[str, object]) -> dict[str, str]:
     """The score-changing settings of a run besides its checkpoint, defaults filled in, values canonical:
-    every model_arg but `pretrained` and NOT_SCORE_CHANGING, plus the adapter's defaults for those not given.
+    every model_arg but `pretrained` and NOT_SCORE_CHANGING, plus the adapter's defaults for those not given, less
+    those set to the loader's default (`trust_remote_code=False`).
     An adapter visdep does not know gets no defaults (its arguments are taken as written)."""
     settings = {name: canonical_value(name, value) for name, value in ADAPTER_DEFAULTS.get(adapter, {}).items()}
     settings |= {name: canonical_value(name, value) for name, value in model_args.items()
                  if name != "pretrained" and name not in NOT_SCORE_CHANGING}
+    settings = {name: value for name, value in settings.items() if LOADER_DEFAULTS.get(name) != value}
     return dict(sorted(settings.items()))

@@ -6,6 +6,7 @@ where they stopped (one process, and two torchrun ranks). The files themselves: 
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import signal
@@ -17,11 +18,19 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from lmms_eval_tasks.evaluation_hooks import set_store_root
-from lmms_eval_tasks.evaluation_hooks import store_root as current_store_root
+from lmms_eval_tasks.evaluation_hooks import current
 from lmms_eval_tasks.loaders import load_benchmark
 from model_adapters import identity, llm
-from tests.helpers.adapters import count_forwards, make_adapter, requests_for, store_files, store_records
+from tests.helpers.adapters import (
+    ENGINES,
+    count_forwards,
+    make_adapter,
+    requests_for,
+    set_scoring,
+    set_store_root,
+    store_files,
+    store_records,
+)
 from tests.helpers.lmms_cli import free_port, lmms_eval_env, read_results, read_samples, run_lmms_eval
 
 SYSTEM_LINE = "You are a helpful assistant."
@@ -33,7 +42,7 @@ def stored_lines(root: Path) -> int:
 
 def without_store(adapter, docs: list[dict], video: bool) -> list:
     """The adapter's values for `docs` with the durable store off."""
-    root = current_store_root()
+    root = current().store_root
     set_store_root(None)
     try:
         return adapter.loglikelihood(requests_for(adapter, docs, video=video))
@@ -48,13 +57,14 @@ def rerun(adapter, docs: list[dict], video: bool) -> tuple[int, list]:
     return calls[0], values
 
 
-def test_a_rerun_takes_every_question_from_the_store(tiny_models, benchmark_env, store_root, monkeypatch):
-    monkeypatch.setenv("VISDEP_SCORING", "option")
+@pytest.mark.parametrize("engine", ENGINES)  # the store wraps any engine (tests/helpers/engines.py)
+def test_a_rerun_takes_every_question_from_the_store(tiny_models, benchmark_env, store_root, engine):
+    set_scoring("option")
     docs = [q.document() for q in load_benchmark("vru_accident")[:10]]
-    first = make_adapter("qwen2", tiny_models["qwen2"], batch_size=3)
+    first = make_adapter("qwen2", tiny_models["qwen2"], engine, batch_size=3)
     values = first.loglikelihood(requests_for(first, docs, video=False))
     assert stored_lines(store_root) == 10
-    again = make_adapter("qwen2", tiny_models["qwen2"], batch_size=3)
+    again = make_adapter("qwen2", tiny_models["qwen2"], engine, batch_size=3)
     calls = count_forwards(again.model)
     assert again.loglikelihood(requests_for(again, docs, video=False)) == values  # exactly: stored at full precision
     assert calls[0] == 0 and stored_lines(store_root) == 10
@@ -89,6 +99,33 @@ def test_a_kill_mid_batch_loses_that_batch_only(tiny_models, benchmark_env, stor
     np.testing.assert_allclose([v[0] for v in resumed], [v[0] for v in plain], rtol=0, atol=1e-6)
 
 
+def test_a_checkpoint_changed_while_it_loads_stores_nothing(tiny_models, benchmark_env, store_root, monkeypatch,
+                                                           tmp_path):
+    """A trainer saves into the folder while the adapter loads it (here: the tokenizer's config edited as the model
+    loads): the identity taken before loading differs from the one after, and the run neither writes nor reads the
+    store; the same checkpoint loaded undisturbed uses it."""
+    checkpoint = Path(shutil.copytree(tiny_models["qwen2"], tmp_path / "qwen2"))
+    load = llm.VisdepLLM.load_model
+
+    def saved_into_meanwhile(self):
+        model = load(self)
+        config = checkpoint / "tokenizer_config.json"
+        config.write_text(json.dumps({**json.loads(config.read_text()), "model_max_length": 4096}))
+        return model
+
+    monkeypatch.setattr(llm.VisdepLLM, "load_model", saved_into_meanwhile)
+    docs = [q.document() for q in load_benchmark("vru_accident")[:4]]
+    moving = make_adapter("qwen2", checkpoint)
+    assert not moving.checkpoint_settled
+    moving.loglikelihood(requests_for(moving, docs, video=False))
+    assert store_files(store_root) == []
+    monkeypatch.setattr(llm.VisdepLLM, "load_model", load)
+    settled = make_adapter("qwen2", checkpoint)
+    assert settled.checkpoint_settled
+    settled.loglikelihood(requests_for(settled, docs, video=False))
+    assert len(store_files(store_root)) == 1
+
+
 def test_a_changed_setting_reuses_nothing(tiny_models, benchmark_env, store_root, monkeypatch):
     docs = [q.document() for q in load_benchmark("vru_accident")[:6]]
     monkeypatch.setenv("VISDEP_SCORING", "letter")
@@ -102,19 +139,20 @@ def test_a_changed_setting_reuses_nothing(tiny_models, benchmark_env, store_root
     assert run(max_frames=4) > 0 and run(max_frames=4) == 0
     assert run(max_frames=8) > 0, "another frame budget is another model key"
     assert run(max_frames=4, dtype="bfloat16") > 0
-    monkeypatch.setenv("VISDEP_SCORING", "option")
+    set_scoring("option")
     assert run(max_frames=4) > 0, "other continuations are other questions"
     assert len(list(store_root.glob("visdep/*/settings.json"))) == 3
 
 
-def test_the_same_question_in_another_task_is_found(tiny_models, benchmark_env, store_root, monkeypatch):
+@pytest.mark.parametrize(("kind", "engine"), [("qwen2", "hf"), ("qwen2", "naive"), ("qwen2_5_vl", "naive")])
+def test_the_same_question_in_another_task_is_found(tiny_models, benchmark_env, store_root, kind, engine):
     """The key is what the model is shown, not the task's name: a grounded subset task reuses the full task's."""
-    monkeypatch.setenv("VISDEP_SCORING", "letter")
     docs = [q.document() for q in load_benchmark("vru_accident")[:4]]
-    adapter = make_adapter("qwen2", tiny_models["qwen2"])
-    adapter.loglikelihood(requests_for(adapter, docs, video=False, task="vru_accident_blind"))
+    adapter = make_adapter(kind, tiny_models[kind], engine, **({"max_frames": 4} if kind != "qwen2" else {}))
+    video = kind != "qwen2"
+    adapter.loglikelihood(requests_for(adapter, docs, video=video, task="vru_accident_blind"))
     calls = count_forwards(adapter.model)
-    adapter.loglikelihood(requests_for(adapter, docs, video=False, task="vru_accident_blind_grounded"))
+    adapter.loglikelihood(requests_for(adapter, docs, video=video, task="vru_accident_blind_grounded"))
     assert calls[0] == 0
 
 
@@ -153,27 +191,6 @@ def test_changed_scoring_code_is_another_model(tiny_models, benchmark_env, store
     monkeypatch.setattr(identity, "code_identity", lambda: "0" * 64)
     assert rerun(adapter, docs, video=False)[0] == 2
     assert len(list(store_root.glob("visdep/*/settings.json"))) == 2
-
-
-def test_an_adapter_that_records_no_prompt_cannot_key_the_store(tiny_models, benchmark_env, store_root,
-                                                                 monkeypatch):
-    """The question key is built from the prompt `build_questions` records: an adapter that leaves it out fails
-    with the store on instead of keying questions on less than the model is shown."""
-    adapter = make_adapter("qwen2", tiny_models["qwen2"])
-    build = adapter.build_questions
-
-    def forgetful(requests):
-        questions = build(requests)
-        for r in requests:
-            r.prompt = ""
-        return questions
-
-    monkeypatch.setattr(adapter, "build_questions", forgetful)
-    docs = [q.document() for q in load_benchmark("vru_accident")[:2]]
-    with pytest.raises(RuntimeError, match="did not record the prompt"):
-        adapter.loglikelihood(requests_for(adapter, docs, video=False))
-    set_store_root(None)
-    assert len(adapter.loglikelihood(requests_for(adapter, docs, video=False))) == 8
 
 
 def test_a_frame_replaced_in_place_is_another_question(tiny_models, fixture_env, store_root, monkeypatch, tmp_path):

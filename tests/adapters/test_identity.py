@@ -7,15 +7,18 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from model_adapters import identity
+from tests.helpers import checkpoints
 from tests.helpers.adapters import make_adapter
 from tests.helpers.imports import heavy_modules_loaded
-from tests.helpers.lmms_cli import lmms_eval_env, read_results, run_lmms_eval
+from tests.helpers.lmms_cli import lmms_eval_env, read_results, read_samples, run_lmms_eval
 
 
 def sha256_file(path: Path) -> str:
@@ -93,6 +96,87 @@ def test_large_weights_count_by_size_and_modification_time(checkpoint, monkeypat
     assert identity.folder_identity(checkpoint)["identity"] != original
 
 
+def test_a_large_file_replaced_with_equal_size_and_time_is_another_checkpoint(checkpoint, monkeypatch):
+    """Weights over the whole-content limit count by sampled content too: another file of the same size with its
+    modification time put back (what Nix and reproducible image layers give every file) is seen."""
+    monkeypatch.setattr(identity, "CONTENT_HASH_MAX_BYTES", 100_000)
+    weights = checkpoint / "model.safetensors"
+    monkeypatch.setattr(identity, "SAMPLE_BLOCK_BYTES", 1024)
+    assert weights.stat().st_size > identity.SAMPLE_BLOCKS * identity.SAMPLE_BLOCK_BYTES  # sampled, not read whole
+    original = identity.folder_identity(checkpoint)["identity"]
+    stat = weights.stat()
+    weights.write_bytes(os.urandom(stat.st_size))
+    os.utime(weights, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert identity.folder_identity(checkpoint)["identity"] != original
+
+
+def test_sampled_content_reads_spread_blocks_of_a_large_file(tmp_path, monkeypatch):
+    monkeypatch.setattr(identity, "SAMPLE_BLOCKS", 4)
+    monkeypatch.setattr(identity, "SAMPLE_BLOCK_BYTES", 10)
+    path = tmp_path / "f"
+    data = bytes(range(100))
+    path.write_bytes(data)
+    blocks = b"".join(data[o:o + 10] for o in (0, 30, 60, 90))  # offsets 0, (100-10)/3 * i
+    assert identity.sampled_sha256(path) == hashlib.sha256(blocks).hexdigest()
+    path.write_bytes(data[:40])
+    assert identity.sampled_sha256(path) == hashlib.sha256(data[:40]).hexdigest()  # small: the whole content
+
+
+def test_a_peft_adapter_is_itself_and_its_base(checkpoint, tmp_path):
+    adapter = tmp_path / "adapter"
+    adapter.mkdir()
+    (adapter / "adapter_model.safetensors").write_bytes(b"lora")
+    (adapter / "adapter_config.json").write_text(json.dumps({"base_model_name_or_path": str(checkpoint)}))
+    found = identity.checkpoint_identity(str(adapter))
+    assert found["source"] == f"folder {adapter} (adapter) on folder {checkpoint}"
+    edit_json(checkpoint / "config.json", tie_word_embeddings=True)
+    assert identity.checkpoint_identity(str(adapter))["identity"] != found["identity"]
+    # an adapter saved with a config.json of its own is a whole model: transformers loads it, not the base
+    (adapter / "config.json").write_text("{}")
+    assert identity.checkpoint_identity(str(adapter)) == identity.folder_identity(adapter)
+
+
+def test_a_hub_snapshot_is_its_commit_and_its_files(tiny_models, tmp_path):
+    from tests.helpers.checkpoints import hub_snapshot
+
+    snapshot = hub_snapshot(tiny_models["qwen2"], tmp_path, "org/tiny")
+    cache = str(tmp_path / "hub")
+    found = identity.checkpoint_identity("org/tiny", cache_dir=cache)
+    assert found["source"] == f"hub org/tiny@{snapshot.name}"
+    assert identity.checkpoint_identity("org/tiny", commit=snapshot.name, cache_dir=cache) == found
+    edit_json(snapshot / "config.json", rope_parameters={"rope_theta": 100.0, "rope_type": "default"})
+    assert identity.checkpoint_identity("org/tiny", cache_dir=cache)["identity"] != found["identity"]
+
+
+def test_the_loaded_class_and_its_source_are_known():
+    from transformers import Qwen2ForCausalLM
+
+    class Custom(Qwen2ForCausalLM):
+        pass
+
+    native = identity.loaded_code(Qwen2ForCausalLM.__new__(Qwen2ForCausalLM))
+    assert native["class"] == "transformers.models.qwen2.modeling_qwen2.Qwen2ForCausalLM"
+    import transformers.models.qwen2.modeling_qwen2 as modeling
+
+    assert native["source_sha256"] == sha256_file(Path(modeling.__file__))
+    custom = identity.loaded_code(Custom.__new__(Custom))
+    assert custom["class"].endswith("test_the_loaded_class_and_its_source_are_known.<locals>.Custom")
+    assert custom["source_sha256"] == sha256_file(Path(__file__))
+
+
+def test_the_libraries_that_compute_values_are_keyed():
+    assert {"torch", "transformers", "tokenizers", "torchvision", "av", "pillow"} <= set(identity.library_versions())
+
+
+def test_loader_switches_that_choose_what_is_loaded_change_the_settings():
+    from model_adapters.settings import score_settings
+
+    plain = score_settings("visdep_llm", {})
+    assert score_settings("visdep_llm", {"trust_remote_code": "False"}) == plain
+    assert score_settings("visdep_llm", {"trust_remote_code": True}) == {**plain, "trust_remote_code": "true"}
+    assert score_settings("visdep_llm", {"use_safetensors": "false"})["use_safetensors"] == "false"
+
+
 def test_a_copy_that_keeps_modification_times_is_the_same_checkpoint(checkpoint, tmp_path):
     copy = Path(shutil.copytree(checkpoint, tmp_path / "elsewhere"))  # copy2 keeps mtimes
     assert identity.folder_identity(copy) == {"identity": identity.folder_identity(checkpoint)["identity"],
@@ -138,6 +222,11 @@ def test_a_frame_folder_is_its_frames(tmp_path):
     (folder / "000002.jpg").write_bytes(b"\x07" * 120)  # a frame replaced in place
     assert folder.stat().st_mtime_ns == folder_mtime, "the folder's own stat does not see it"
     assert identity.video_identity(folder) != original
+    frame, changed = folder / "000003.jpg", identity.video_identity(folder)
+    stat = frame.stat()
+    frame.write_bytes(b"\x09" * 100)  # same size, the modification time put back
+    os.utime(frame, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert identity.video_identity(folder) != changed
     assert identity.video_identity(tmp_path / "absent") == ["missing"]
 
 
@@ -146,11 +235,13 @@ def test_a_video_file_is_its_size_time_and_sampled_content(tmp_path):
     video.write_bytes(os.urandom(300_000))
     original = identity.video_identity(video)
     stat = video.stat()
-    data = bytearray(video.read_bytes())
-    data[-10] ^= 0xFF  # same size, the modification time put back: the sampled tail still differs
-    video.write_bytes(bytes(data))
-    os.utime(video, ns=(stat.st_atime_ns, stat.st_mtime_ns))
-    assert identity.video_identity(video) != original
+    for offset in (-10, 150_000):  # the tail, the middle: same size, the modification time put back
+        data = bytearray(video.read_bytes())
+        data[offset] ^= 0xFF
+        video.write_bytes(bytes(data))
+        os.utime(video, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+        assert identity.video_identity(video) != original
+        original = identity.video_identity(video)
 
 
 # --------------------------------------------------------------------------- what an adapter records
@@ -194,3 +285,90 @@ def test_the_results_file_records_the_model(tiny_models, fixture_env, tmp_path):
     assert default["settings"] == {"dtype": "auto", "frame_folder_fps": "30", "max_frames": "16"}
     assert default["checkpoint"] == {"identity": documented_folder_identity(checkpoint),
                                      "source": f"folder {checkpoint.resolve()}"}
+
+
+# --------------------------------------------------------------------------- what was loaded, through the real CLI
+REUSE = re.compile(r"visdep_llm rank \d+: (\d+) of (\d+) questions taken from the durable store")
+LIMIT = 8
+
+
+def cli_values(model_args: str, cache: Path | None, env: dict, out: Path) -> tuple[int | None, dict]:
+    """Run `visdep_llm` through the real lmms-eval CLI on 8 blind questions; (questions taken from the store, or
+    None without one; question id -> option log-probabilities)."""
+    args = ["--model", "visdep_llm", "--model_args", f"{model_args},device=cpu,dtype=float32", "--tasks",
+            "vru_accident_blind", "--batch_size", "4", "--limit", str(LIMIT)]
+    proc = run_lmms_eval(args + (["--use_cache", str(cache)] if cache is not None else []), env, out)
+    log = (out / "cli.log").read_text()
+    assert proc.returncode == 0, log[-3000:]
+    samples = read_samples(out, "vru_accident_blind")
+    values = {s["visdep"]["question_id"]: s["visdep"]["option_logprobs"] for s in samples}
+    assert len(values) == LIMIT
+    taken = [int(t) for t, _ in REUSE.findall(log)]
+    return (taken[0] if taken else None), values
+
+
+def assert_rerun_is_a_fresh_run(tmp_path: Path, env: dict, before: str, change, after: str | None = None) -> None:
+    """A run with a cache (model_args `before`); `change()`; a rerun with the same cache (model_args `after`,
+    default `before`) takes nothing from it and equals a run without the cache, and the change moved the values."""
+    cache = tmp_path / "cache"
+    _, first = cli_values(before, cache, env, tmp_path / "first")
+    change()
+    after = after or before
+    taken, rerun = cli_values(after, cache, env, tmp_path / "rerun")
+    none, plain = cli_values(after, None, env, tmp_path / "plain")
+    assert taken == 0 and none is None
+    assert rerun.keys() == plain.keys() == first.keys()
+    for qid in plain:
+        np.testing.assert_allclose(rerun[qid], plain[qid], rtol=0, atol=1e-6, err_msg=qid)
+    assert max(abs(a - b) for q in first for a, b in zip(first[q], plain[q], strict=True)) > 1e-3
+
+
+@pytest.mark.slow
+def test_a_lora_folder_whose_base_is_saved_again_is_not_served_from_the_store(tiny_models, fixture_env, tmp_path):
+    base = Path(shutil.copytree(tiny_models["qwen2"], tmp_path / "base"))
+    adapter = checkpoints.lora_adapter(base, tmp_path / "lora")
+    assert identity.checkpoint_identity(str(adapter))["source"] == f"folder {adapter} (adapter) on folder {base}"
+    assert_rerun_is_a_fresh_run(tmp_path, lmms_eval_env(fixture_env), f"pretrained={adapter}",
+                                lambda: checkpoints.resave_with_other_weights(base, seed=1))
+
+
+@pytest.mark.slow
+def test_trust_remote_code_on_a_folder_with_its_own_class_is_another_model(tiny_models, fixture_env, tmp_path):
+    folder = Path(shutil.copytree(tiny_models["qwen2"], tmp_path / "custom"))
+    checkpoints.with_own_modeling_code(folder)
+    assert_rerun_is_a_fresh_run(tmp_path, lmms_eval_env(fixture_env), f"pretrained={folder}", lambda: None,
+                                after=f"pretrained={folder},trust_remote_code=True")
+
+
+@pytest.mark.slow
+def test_a_hub_snapshot_whose_config_is_edited_is_another_checkpoint(tiny_models, fixture_env, tmp_path):
+    hf_home = tmp_path / "hf"
+    snapshot = checkpoints.hub_snapshot(tiny_models["qwen2"], hf_home, "visdep-test/tiny-qwen2")
+    env = lmms_eval_env(fixture_env, HF_HOME=str(hf_home), HF_HUB_OFFLINE="1")
+    config = snapshot / "config.json"
+
+    def edit() -> None:
+        assert config.is_symlink()
+        edit_json(config, rope_parameters={"rope_theta": 100.0, "rope_type": "default"})
+
+    assert_rerun_is_a_fresh_run(tmp_path, env, "pretrained=visdep-test/tiny-qwen2", edit)
+
+
+@pytest.mark.slow
+def test_a_large_weight_file_replaced_with_equal_size_and_time_is_another_checkpoint(tiny_models, fixture_env,
+                                                                                     tmp_path):
+    folder = Path(shutil.copytree(tiny_models["qwen2"], tmp_path / "large"))
+    other = Path(shutil.copytree(tiny_models["qwen2"], tmp_path / "other"))
+    padding = identity.CONTENT_HASH_MAX_BYTES + 2**20
+    checkpoints.resave_with_other_weights(folder, seed=1, padding_bytes=padding)
+    checkpoints.resave_with_other_weights(other, seed=2, padding_bytes=padding)
+    weights, replacement = folder / "model.safetensors", other / "model.safetensors"
+    assert weights.stat().st_size == replacement.stat().st_size > identity.CONTENT_HASH_MAX_BYTES
+
+    def replace() -> None:
+        stat = weights.stat()
+        shutil.copyfile(replacement, weights)
+        os.utime(weights, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+        assert (weights.stat().st_size, weights.stat().st_mtime_ns) == (stat.st_size, stat.st_mtime_ns)
+
+    assert_rerun_is_a_fresh_run(tmp_path, lmms_eval_env(fixture_env), f"pretrained={folder}", replace)
