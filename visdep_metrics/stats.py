@@ -1,65 +1,43 @@
-"""The statistics visdep reports, in one place for the audit, the stress test and the demo: bootstrap settings,
-percentile intervals of means that resample the units questions depend on, paired p-values, design effects.
+"""The statistics visdep reports, in one place for the audit, the stress test and the demo: intervals of means over
+questions that share videos and blind prompts, their p-values, design effects, family-wise adjusted p-values.
 
 Conventions: values are (rows, n) arrays, one row per model, metric or paired difference, questions along the last
-axis; `groups` are (G, n) booleans, each group (a benchmark, a category, a subset) resampled on its own; `videos` and
-`prompts` are (n,) labels of each question's video and blind prompt (None where unknown).
+axis; `groups` are (G, n) booleans, each group (a benchmark, a category, a subset) estimated on its own; `videos` and
+`prompts` are (n,) labels of each question's video and blind prompt (None where unknown). docs/statistics.md says
+why each interval is what it is and what a simulation of the real question lists measured.
 
-Why two factors. Questions about one video are not independent: a model that misreads a clip misreads it for each
-of its questions. Nor are questions that share a blind prompt (question and options as presented): without the
-video their input is the same text, so a model's blind answer to every copy is one answer. The two are crossed, not
-nested: on VRU-Accident a video's six questions have six different prompts, and 3,015 of the 6,000 questions share
-their prompt with questions about other videos (405 prompts, up to 86 copies each). Resampling videos alone treats
-those copies as independent answers.
+Dependence. Questions about one video share it; questions that share a blind prompt share more (without the video a
+model's blind answer to every copy is one answer). Under crossed random effects y = μ + a_video + b_prompt + ε the
+variance of a group's mean ȳ is σ² deff / N with the design effect
 
-The estimator. For the mean ȳ = Σ_q y_q / N of a group, with e_q = y_q − ȳ, write
+    deff = 1 + ρ_video (ν_video − 1) + ρ_prompt (ν_prompt − 1),      ν = Σ n_u² / N over the group's units,
 
-    V_video  = Σ_v (Σ_{q in v} e_q)²            over videos
-    V_prompt = Σ_p (Σ_{q in p} e_q)²            over distinct prompts
-    V_cell   = Σ_{v,p} (Σ_{q in v and p} e_q)²  over (video, prompt) pairs: almost always one question each
+ρ the share of the variance each factor holds (Kish 1965; for unequal clusters Kerry & Bland 2001). Each ρ is the
+one-way ANOVA estimate of the intraclass correlation over that factor's units within the group, (MSB − MSW) /
+(MSB + (n₀ − 1) MSW) (Donner & Koval 1980), kept in [0, 1] with ρ_video + ρ_prompt ≤ 1. Unlike a sandwich variance,
+which sees a prompt's weight only through how far its answers happen to fall from the mean, this estimate is near 1
+whenever a prompt's copies agree, whatever they agree on: that is what keeps the intervals covering where four
+prompts hold a third of a category at accuracy 0.92. N / deff is the number of independent answers the figure rests
+on; where every answer is equal, ρ cannot be estimated and deff is the design's bound max(ν_video, ν_prompt).
 
-(V_video + V_prompt − V_cell) / N² estimates the variance of ȳ when questions covary exactly where they share a
-video or a prompt (the two-way cluster-robust variance, Cameron, Gelbach & Miller 2011, "Robust inference with
-multiway clustering", JBES): pairs sharing both would be counted twice. Under crossed random effects
-y = μ + a_v + b_p + ε, with single questions per (video, prompt), its expectation is (ν_v σ_a² + ν_p σ_b² + σ_ε²) / N,
-ν = Σ n² / N over videos and over prompts: the variance of ȳ (Owen 2007).
+Answers with the video share more than their prompt (each copy comes with its own video): for those outputs
+(`robust`) the t has at most G − 1 degrees of freedom over G videos, and an accuracy's deff is at least the two-way
+cluster-robust one with each dimension's G / (G − 1) (Cameron, Gelbach & Miller 2011). A difference between models
+(not `robust`, not a proportion), where what both share cancels, gets that cluster-robust variance alone, never below
+the independent answers' one. Degrees of freedom: Satterthwaite's, of the variance as a sum of its independent, video
+and prompt parts, each estimated from as many (effective, N / ν) units as it has (a proportion's independent part,
+p (1 − p) / N, is no estimate and costs none); at most N / ν − 1 of a factor that adds at least as much as the
+independent part.
 
-The intervals resample. The pigeonhole bootstrap (Owen 2007, "The pigeonhole bootstrap", Ann. Appl. Stat.; Owen &
-Eckles 2012, "Bootstrapping data arrays of arbitrary order") draws videos and prompts independently with replacement
-and weighs each question by the product of its video's and its prompt's weights,
-
-    ȳ* = Σ_q W_v(q) U_p(q) y_q / Σ_q W_v(q) U_p(q).
-
-With both weights multinomial counts its variance is about (V_video + V_prompt + V_cell) / N²: conservative by
-2 V_cell / N². That is mild where every video and prompt holds many questions (their setting), but not here, where
-most prompts and cells hold one: with one question per video and prompt (MM-AU) it would triple the variance. Owen
-and Eckles's argument needs weights of mean 1 only, so here a prompt's weight is shrunk towards 1,
-
-    U_p = 1 − c + c M_p     (M_p: how often p was drawn; mean 1, variance c² (1 − 1/P))
-    c²  = max(0, V_prompt − V_cell) / (V_prompt + V_cell)       per row,
-
-which makes the bootstrap variance V_video + c² (V_prompt + V_cell) = V_video + V_prompt − V_cell: the two-way
-estimate. Only prompts that two or more questions of the group share are drawn (for the others the V_prompt and
-V_cell terms are equal and cancel). So: with no shared prompt this is the video (cluster) bootstrap, unchanged;
-where a prompt's copies are answered alike, c → 1, the pigeonhole bootstrap; where they are answered independently,
-c ≈ 0, the video bootstrap again. Where copies agree less than chance (V_prompt < V_cell), c = 0: the video
-bootstrap, wider than the two-way estimate. c < 1 whenever the values vary, so every weight is positive and ȳ* is a
-weighted mean of the group's values. Each row gets its own c; the draws are shared by every row of a group, so rows
-built per question from paired results (c_video − c_blind, a model minus a baseline) give paired intervals.
-
-Percentile intervals of ȳ* come from scipy.stats.bootstrap, which draws the videos and the shared prompts as two
-samples resampled independently. The p-value of H0: mean = 0 is the level at which the percentile interval reaches 0,
-p = min(1, 2 min((1 + #{ȳ* ≤ 0}) / (B + 1), (1 + #{ȳ* ≥ 0}) / (B + 1))) over B resamples (the +1 as in Davison &
-Hinkley 1997, ch. 4): below 1 − confidence exactly when the interval excludes 0, and it carries the same dependence.
-
-The design effect deff = (V_video + V_prompt − V_cell) / Σ_q e_q² is the two-way variance of a mean over the variance
-it would have were its questions independent: the figures rest on about N / deff independent answers. When every
-copy of a prompt is answered alike and nothing else is shared, deff = Σ_p n_p² / N over distinct prompts.
+Intervals. A proportion (an accuracy, or a mean of accuracies) gets the Wilson score interval on N / deff independent
+answers, scaled by (z / t_df)² (Wilson 1927; Korn & Graubard 1998, Dean & Pagano 2015 for clustered surveys): never of
+zero width, never outside [0, 1]. A difference (a Visual Gain, a model minus a baseline) gets the t interval
+d ± t_df s √(deff / N) and its two-sided p-value of H0: no change from the same t statistic, so p < 1 − confidence
+exactly when the interval excludes 0. Below MIN_INDEPENDENT independent answers: no interval, and the note says why.
 """
 
 from __future__ import annotations
 
-import zlib
 from dataclasses import dataclass
 
 import numpy as np
@@ -67,37 +45,26 @@ import scipy.sparse
 import scipy.stats
 from numpy.typing import ArrayLike
 
+# Below this many independent answers (N / deff) no interval is given: the score and t approximations the intervals
+# rest on need a handful of independent answers on each side of the mean.
+MIN_INDEPENDENT = 10
 # Resampled units held at once (batch * units): 8 MB of counts per batch, whatever the benchmark's size.
 _BATCH_ELEMENTS = 1_000_000
-
-
-@dataclass(frozen=True)
-class BootstrapSettings:
-    """How many resamples, at which confidence, from which seed."""
-
-    n_resamples: int = 1000
-    confidence_level: float = 0.95
-    seed: int = 0
-
-    def __post_init__(self) -> None:
-        if self.n_resamples < 1:
-            raise ValueError(f"n_resamples must be at least 1, got {self.n_resamples}")
-        if not 0 < self.confidence_level < 1:
-            raise ValueError(f"confidence_level must lie in (0, 1), got {self.confidence_level}")
-
-    def rng(self, *key: str) -> np.random.Generator:
-        """A generator for one named computation (a benchmark, a comparison): its intervals do not depend on what
-        else was computed, or in which order."""
-        return np.random.default_rng([self.seed, zlib.crc32("/".join(key).encode())])
+# Degrees of freedom past which t is the normal quantile (a variance that is estimated from nothing).
+_DF_MAX = 1e9
 
 
 @dataclass(frozen=True)
 class Intervals:
-    """Percentile intervals and p-values of H0: mean = 0, each (G, rows); NaN for a group of fewer than 2 videos."""
+    """Per group and output, each (G, outputs): the interval (NaN where withheld), the p-value of H0: mean = 0 (NaN
+    for proportions), the design effect, the independent answers N / deff, and why an interval is withheld ("")."""
 
     low: np.ndarray
     high: np.ndarray
     p_value: np.ndarray
+    deff: np.ndarray
+    n_effective: np.ndarray
+    note: np.ndarray  # str
 
 
 def labels(units: ArrayLike | None, n: int) -> np.ndarray:
@@ -122,6 +89,13 @@ def units_per_group(groups: ArrayLike, units: ArrayLike | None = None) -> np.nda
     return present.sum(axis=1)
 
 
+def shares_prompts(prompts: ArrayLike | None, keep: np.ndarray) -> bool:
+    """Whether two or more of the questions `keep` share a prompt (then prompts enter their intervals)."""
+    if prompts is None or keep.sum() < 2:
+        return False
+    return bool(np.bincount(np.unique(np.asarray(prompts)[keep], return_inverse=True)[1]).max() >= 2)
+
+
 def _indicator(unit: np.ndarray) -> scipy.sparse.csr_array:
     """(units, n) with a 1 where question q belongs to the unit: sums by unit are indicator @ values.T."""
     n = len(unit)
@@ -141,9 +115,8 @@ def _cells(video: np.ndarray, prompt: np.ndarray) -> np.ndarray:
 
 def two_way_variance(values: ArrayLike, videos: ArrayLike | None = None,
                      prompts: ArrayLike | None = None) -> np.ndarray:
-    """(V_video + V_prompt − V_cell) / N² per row (module docstring): the variance of the mean under two-way
-    dependence. Without prompts it is the one-way cluster variance V_video / N², without videos each question is
-    its own video. May be negative where a prompt's copies disagree more than chance."""
+    """(V_video + V_prompt − V_cell) / N² per row, V_u = Σ_units (Σ e_q)²: the two-way cluster-robust variance of
+    the mean (Cameron, Gelbach & Miller 2011), kept as the reference the docs compare with. May be negative."""
     x = _rows(values)
     n = x.shape[1]
     e = x - x.mean(axis=1, keepdims=True)
@@ -153,15 +126,6 @@ def two_way_variance(values: ArrayLike, videos: ArrayLike | None = None,
         prompt = labels(prompts, n)
         variance = variance + _squared_sums(e, prompt) - _squared_sums(e, _cells(video, prompt))
     return variance / n**2
-
-
-def design_effect(values: ArrayLike, videos: ArrayLike | None = None, prompts: ArrayLike | None = None) -> np.ndarray:
-    """deff = (V_video + V_prompt − V_cell) / Σ_q e_q² per row: the two-way variance of the mean over that of
-    independent questions (module docstring); NaN for a row that does not vary."""
-    x = _rows(values)
-    spread = ((x - x.mean(axis=1, keepdims=True)) ** 2).sum(axis=1)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(spread > 0, two_way_variance(x, videos, prompts) * x.shape[1] ** 2 / spread, np.nan)
 
 
 def _rows(values: ArrayLike) -> np.ndarray:
@@ -174,131 +138,243 @@ def _rows(values: ArrayLike) -> np.ndarray:
     return x
 
 
-def bootstrap_p_values(distribution: np.ndarray) -> np.ndarray:
-    """Two-sided p-values of H0: mean = 0 from bootstrap distributions (rows, B): the level at which the percentile
-    interval reaches 0, min(1, 2 min((1 + #{≤ 0}) / (B + 1), (1 + #{≥ 0}) / (B + 1)))."""
-    b = distribution.shape[-1]
-    below = (1 + (distribution <= 0).sum(axis=-1)) / (b + 1)
-    above = (1 + (distribution >= 0).sum(axis=-1)) / (b + 1)
-    return np.minimum(1.0, 2 * np.minimum(below, above))
+def _intraclass(y: np.ndarray, unit: np.ndarray, spread: np.ndarray) -> tuple[np.ndarray, float]:
+    """One-way ANOVA intraclass correlation of each row of y (rows, n) over `unit` (labels 0..C-1), in [0, 1] (NaN
+    where nothing varies), and ν = Σ n_u² / N."""
+    n = y.shape[1]
+    counts = np.bincount(unit)
+    c = len(counts)
+    nu = float((counts.astype(np.float64) ** 2).sum() / n)
+    if c == n or c < 2:  # no two questions share a unit, or one unit holds them all
+        return np.where(spread > 0, 0.0, np.nan), nu
+    sums = _indicator(unit) @ y.T  # (C, rows)
+    between = np.maximum((sums**2 / counts[:, None]).sum(axis=0) - y.sum(axis=1) ** 2 / n, 0.0)
+    within = np.maximum(spread - between, 0.0)
+    msb, msw = between / (c - 1), within / (n - c)
+    n0 = (n - nu) / (c - 1)
+    denominator = msb + (n0 - 1) * msw
+    with np.errstate(invalid="ignore", divide="ignore"):
+        rho = np.clip((msb - msw) / denominator, 0.0, 1.0)
+    return np.where((spread > 0) & (denominator > 0), rho, np.nan), nu
 
 
-def crossed_bootstrap(values: ArrayLike, groups: ArrayLike | None = None, videos: ArrayLike | None = None,
-                      prompts: ArrayLike | None = None, settings: BootstrapSettings = BootstrapSettings(),
-                      rng: np.random.Generator | None = None, contrasts: ArrayLike | None = None) -> Intervals:
-    """Percentile intervals of the means of `values` (rows, n) over each group, resampling videos and the prompts
-    questions share (module docstring), with the p-value of each mean against 0.
+def _design_effects(y: np.ndarray, video: np.ndarray, prompt: np.ndarray | None, robust: np.ndarray | bool = False,
+                    proportion: np.ndarray | bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """deff per row of y (module docstring) and the Satterthwaite degrees of freedom of the variance it implies:
+    the ANOVA one for blind answers (proportions), at least the cluster-robust one for the `robust` rows (video
+    answers), the cluster-robust one for the other differences (between models)."""
+    n = y.shape[1]
+    spread = ((y - y.mean(axis=1, keepdims=True)) ** 2).sum(axis=1)
+    video = np.unique(video, return_inverse=True)[1].ravel()
+    rho_v, nu_v = _intraclass(y, video, spread)
+    if prompt is None:
+        rho_p, nu_p = np.zeros(len(y)), 1.0
+    else:
+        rho_p, nu_p = _intraclass(y, np.unique(prompt, return_inverse=True)[1].ravel(), spread)
+    varies = spread > 0
+    rho_v, rho_p = np.where(varies, rho_v, 0.0), np.where(varies, rho_p, 0.0)
+    total = rho_v + rho_p
+    scale = 1.0 / np.where(total > 1, total, 1.0)  # the two shares of the variance sum to at most 1
+    rho_v, rho_p = rho_v * scale, rho_p * scale
+    deff = 1 + rho_v * (nu_v - 1) + rho_p * (nu_p - 1)
+    # The variance is the sum of three parts, each estimated from as many units as it has (questions, and N / ν
+    # effective videos and prompts, Kish's count for clusters of unequal size): Satterthwaite's df of the sum. A
+    # proportion's independent part p (1 − p) / N is no estimate of a spread, so it costs no degrees of freedom.
+    is_proportion = np.broadcast_to(np.asarray(proportion, dtype=bool), deff.shape)
+    independent = np.where(is_proportion, 0.0, 1.0 / max(n - 1.0, 1.0))
+    shared = sum(share**2 / max(units - 1.0, 1.0) for share, units in ((rho_v * nu_v, n / nu_v),
+                                                                       (rho_p * nu_p, n / nu_p)))
+    with np.errstate(divide="ignore"):
+        df = np.minimum(deff**2 / ((1 - rho_v - rho_p) ** 2 * independent + shared), _DF_MAX)
+    # a factor that adds at least as much as the independent part rests on its own effective units alone (the t with
+    # G − 1 degrees of freedom Cameron, Gelbach & Miller recommend for few clusters)
+    for rho, nu in ((rho_v, nu_v), (rho_p, nu_p)):
+        df = np.where(rho * (nu - 1) >= 1, np.minimum(df, max(n / nu - 1.0, 1.0)), df)
+    is_robust = np.broadcast_to(np.asarray(robust, dtype=bool), deff.shape)
+    difference = ~is_robust & ~is_proportion
+    if (is_robust | difference).any():
+        with np.errstate(invalid="ignore", divide="ignore"):
+            sandwich = _robust_variance(y, video, prompt) * n * (n - 1) / spread  # over s² / N
+        # video answers: t with at most G − 1 df over G videos (Cameron, Gelbach & Miller 2011); an accuracy's deff at
+        # least the sandwich (VG keeps the ANOVA one: with the floor it over-covered, docs/statistics.md)
+        deff = np.where(is_robust & is_proportion & varies, np.maximum(deff, sandwich), deff)
+        df = np.where(is_robust, np.minimum(df, max(float(video.max()), 1.0)), df)
+        # between models what both share cancels and no exchangeable share is left to estimate: the sandwich alone,
+        # never below the independent answers' variance
+        deff = np.where(difference & varies, np.maximum(sandwich, 1.0), deff)
+    bound = max(nu_v, nu_p)  # nothing varies: the design's bound, on as many effective units
+    return np.where(varies, deff, bound), np.where(varies, df, max(n / bound - 1.0, 1.0))
 
-    groups: (G, n) booleans, default one group of all questions; videos: (n,) labels, default one per question;
-    prompts: (n,) labels, default none shared (the video bootstrap). rng: default `settings.rng()`; group g draws
-    from the g-th of the G generators it spawns. contrasts: (outputs, rows), the intervals of `contrasts @ values`
-    instead (differences, gaps, means over rows: each output gets its own prompt shrinkage c, and the resampling,
-    whose cost grows with the rows, runs on `values` only). Returns Intervals of (G, outputs)."""
+
+def _robust_variance(y: np.ndarray, video: np.ndarray, prompt: np.ndarray | None) -> np.ndarray:
+    """The two-way cluster-robust variance of the mean with each dimension's small-cluster factor G / (G − 1)
+    (Cameron, Gelbach & Miller 2011), at least each one-way variance (their fix for a negative sum)."""
+    n = y.shape[1]
+    e = y - y.mean(axis=1, keepdims=True)
+
+    def part(unit: np.ndarray) -> np.ndarray:
+        unit = np.unique(unit, return_inverse=True)[1].ravel()
+        g = int(unit.max()) + 1
+        return _squared_sums(e, unit) * (g / (g - 1) if g > 1 else 1.0)
+
+    by_video = part(video)
+    if prompt is None:
+        return by_video / n**2
+    by_prompt = part(prompt)
+    return np.maximum(by_video + by_prompt - part(_cells(video, prompt)), np.maximum(by_video, by_prompt)) / n**2
+
+
+def design_effect(values: ArrayLike, videos: ArrayLike | None = None, prompts: ArrayLike | None = None) -> np.ndarray:
+    """deff per row (module docstring): the variance of the mean over that of independent questions; for rows that
+    do not vary, the design's bound max(ν_video, ν_prompt)."""
+    x = _rows(values)
+    n = x.shape[1]
+    return _design_effects(x, labels(videos, n), None if prompts is None else labels(prompts, n))[0]
+
+
+def wilson(p: np.ndarray, n: np.ndarray, confidence_level: float) -> tuple[np.ndarray, np.ndarray]:
+    """Wilson's score interval of a proportion p on n independent answers (n may be fractional)."""
+    z = scipy.stats.norm.ppf(0.5 + confidence_level / 2)
+    centre = (p + z**2 / (2 * n)) / (1 + z**2 / n)
+    half = z / (1 + z**2 / n) * np.sqrt(np.maximum(p * (1 - p), 0.0) / n + z**2 / (4 * n**2))
+    return np.clip(centre - half, 0.0, 1.0), np.clip(centre + half, 0.0, 1.0)
+
+
+def crossed_intervals(values: ArrayLike, groups: ArrayLike | None = None, videos: ArrayLike | None = None,
+                      prompts: ArrayLike | None = None, confidence_level: float = 0.95,
+                      contrasts: ArrayLike | None = None, proportion: ArrayLike | bool = True,
+                      robust: ArrayLike | bool = False) -> Intervals:
+    """Intervals of the means of `values` (rows, n) over each group, with the dependence the questions' videos and
+    prompts give them (module docstring).
+
+    groups: (G, n) booleans, default one group of all; videos: (n,) labels, default one per question; prompts: (n,)
+    labels, default none shared. contrasts: (outputs, rows): the intervals of `contrasts @ values` instead (each
+    output its own design effect). proportion: (outputs,) booleans or one for all: a proportion in [0, 1] (Wilson
+    interval, no p-value) or a difference (t interval and p-value). robust: (outputs,) booleans or one for all: the
+    outputs whose answers share more than their prompt (video answers: a model sees each copy's own video): t with
+    at most G − 1 df over G videos, and for a proportion a design effect at least the two-way cluster-robust one; a
+    difference that is not `robust` (between models) gets the cluster-robust one. Returns Intervals of (G, outputs)."""
     x = _rows(values)
     rows, n = x.shape
-    combine = None if contrasts is None else np.asarray(contrasts, dtype=np.float64).reshape(-1, rows)
-    outputs = rows if combine is None else combine.shape[0]
+    combine = np.eye(rows) if contrasts is None else np.asarray(contrasts, dtype=np.float64).reshape(-1, rows)
+    outputs = combine.shape[0]
+    is_proportion = np.broadcast_to(np.asarray(proportion, dtype=bool), (outputs,))
+    is_robust = np.broadcast_to(np.asarray(robust, dtype=bool), (outputs,))
     member = np.ones((1, n), dtype=bool) if groups is None else np.asarray(groups, dtype=bool)
     if member.ndim != 2 or member.shape[1] != n:
         raise ValueError(f"groups must be (n_groups, {n}) booleans, got shape {member.shape}")
+    if not 0 < confidence_level < 1:
+        raise ValueError(f"confidence_level must lie in (0, 1), got {confidence_level}")
     video = labels(videos, n)
     prompt = None if prompts is None else labels(prompts, n)
-    generators = (settings.rng() if rng is None else rng).spawn(member.shape[0])
-    low, high, p = (np.full((member.shape[0], outputs), np.nan) for _ in range(3))
-    for g, in_group in enumerate(member):
-        if outputs:
-            low[g], high[g], p[g] = _group_bootstrap(x[:, in_group], video[in_group],
-                                                     None if prompt is None else prompt[in_group], settings,
-                                                     generators[g], combine)
-    return Intervals(low=low, high=high, p_value=p)
+    shape = (member.shape[0], outputs)
+    low, high, p, deff, n_eff = (np.full(shape, np.nan) for _ in range(5))
+    note = np.full(shape, "", dtype=object)
+    for g, keep in enumerate(member):
+        size = int(keep.sum())
+        why = _group_note(size, video[keep], None if prompt is None else prompt[keep])
+        if why:
+            note[g] = why
+            continue
+        y = combine @ x[:, keep]
+        deff[g], df = _design_effects(y, video[keep], None if prompt is None else prompt[keep], is_robust,
+                                       is_proportion)
+        n_eff[g] = size / deff[g]
+        low[g], high[g], p[g], note[g] = _bounds(y, n_eff[g], deff[g], df, is_proportion, confidence_level)
+    return Intervals(low=low, high=high, p_value=p, deff=deff, n_effective=n_eff, note=note)
+
+
+def _group_note(size: int, video: np.ndarray, prompt: np.ndarray | None) -> str:
+    """Why a group has no interval at all ("" where it may have one)."""
+    if size < 2:
+        return "one question: no spread to estimate" if size else "no question"
+    if len(np.unique(video)) < 2:
+        return f"all {size} questions are about one video: their answers may be one answer"
+    if prompt is not None and len(np.unique(prompt)) < 2:
+        return f"all {size} questions share one prompt: their blind answers are one answer"
+    return ""
+
+
+def _bounds(y: np.ndarray, n_eff: np.ndarray, deff: np.ndarray, df: np.ndarray, is_proportion: np.ndarray,
+            confidence_level: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """One group's intervals, p-values and notes for each output row of y (outputs, n_g)."""
+    size = y.shape[1]
+    mean = y.mean(axis=1)
+    spread = ((y - mean[:, None]) ** 2).sum(axis=1)
+    low, high, p = (np.full(len(y), np.nan) for _ in range(3))
+    note = np.array([""] * len(y), dtype=object)
+    # Wilson's variance p (1 - p) / n is one model's; a mean over several models' correctness varies less, by the
+    # ratio of the binomial variance to its actual spread
+    with np.errstate(invalid="ignore", divide="ignore"):
+        binomial = np.where(spread > 0, size * mean * (1 - mean) / spread, 1.0)
+    t = scipy.stats.t.ppf(0.5 + confidence_level / 2, df)
+    # the variance is estimated from df effective units: fewer answers by (z / t)², as Korn & Graubard (1998) do
+    z = scipy.stats.norm.ppf(0.5 + confidence_level / 2)
+    wl, wh = wilson(mean, n_eff * np.maximum(binomial, 1.0) * (z / t) ** 2, confidence_level)
+    se = np.sqrt(spread / (size - 1) * deff / size)
+    for o in range(len(y)):
+        if not is_proportion[o] and spread[o] == 0:
+            note[o] = f"every question gives the same difference ({mean[o]:+.2f}): no spread to estimate"
+            p[o] = 1.0 if mean[o] == 0 else np.nan
+        elif n_eff[o] < MIN_INDEPENDENT:
+            note[o] = f"≈ {n_eff[o]:.0f} independent answers: too few for an interval"
+        elif is_proportion[o]:
+            low[o], high[o] = wl[o], wh[o]
+        else:
+            low[o], high[o] = mean[o] - t[o] * se[o], mean[o] + t[o] * se[o]
+            p[o] = 2 * scipy.stats.t.sf(abs(mean[o]) / se[o], df[o])
+    return low, high, p, note
+
+
+def holm(p_values: ArrayLike) -> np.ndarray:
+    """Holm's step-down adjustment (Holm 1979) of one family of p-values, any shape; NaN stays NaN and is not
+    counted. Rejecting where the adjusted p < α keeps the chance of any false rejection in the family at most α."""
+    p = np.asarray(p_values, dtype=np.float64)
+    flat = p.ravel()
+    out = np.full(flat.shape, np.nan)
+    finite = np.flatnonzero(np.isfinite(flat))
+    if finite.size:
+        order = finite[np.argsort(flat[finite], kind="stable")]
+        m = len(order)
+        out[order] = np.minimum(np.maximum.accumulate((m - np.arange(m)) * flat[order]), 1.0)
+    return out.reshape(p.shape)
 
 
 def bootstrap_mean_intervals(values: ArrayLike, groups: ArrayLike | None = None, clusters: ArrayLike | None = None,
                              n_resamples: int = 1000, confidence_level: float = 0.95,
                              seed: int | np.random.Generator = 0) -> tuple[np.ndarray, np.ndarray]:
-    """The video (cluster) bootstrap's percentile intervals: `crossed_bootstrap` without prompts. clusters: (n,)
-    labels, default each question its own. Returns (low, high), each (G, rows), or (rows,) without `groups`."""
-    settings = BootstrapSettings(n_resamples, confidence_level, seed if isinstance(seed, int) else 0)
+    """The video (cluster) bootstrap's percentile intervals of the means of `values` (rows, n) over each group, as
+    the demo's filter scores use it (no prompt shared). clusters: (n,) labels, default each question its own; group
+    g draws from the g-th generator `seed` spawns. Returns (low, high), each (G, rows), or (rows,) without
+    `groups`; NaN for a group of fewer than 2 clusters. A row that does not vary gets the zero width every resample
+    gives it: the audit's intervals (`crossed_intervals`) do not."""
+    x = _rows(values)
+    rows, n = x.shape
+    member = np.ones((1, n), dtype=bool) if groups is None else np.asarray(groups, dtype=bool)
+    cluster = labels(clusters, n)
     rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
-    result = crossed_bootstrap(values, groups, clusters, None, settings, rng)
+    generators = rng.spawn(member.shape[0])
+    low, high = (np.full((member.shape[0], rows), np.nan) for _ in range(2))
+    for g, keep in enumerate(member):
+        unit = np.unique(cluster[keep], return_inverse=True)[1].ravel()
+        c = int(unit.max(initial=-1)) + 1
+        if c < 2:
+            continue
+        by_unit = _indicator(unit)
+        sums, sizes = by_unit @ x[:, keep].T, by_unit.sum(axis=1)
+
+        def means(drawn, axis=-1, sums=sums, sizes=sizes, c=c):
+            batch_shape = np.shape(drawn)[:-1]
+            w = _counts(drawn, c)
+            return ((w @ sums) / (w @ sizes)[:, None]).T.reshape((rows, *batch_shape))
+
+        result = scipy.stats.bootstrap((np.arange(c),), means, n_resamples=n_resamples, vectorized=True,
+                                       batch=int(max(1, min(n_resamples, _BATCH_ELEMENTS // c))),
+                                       method="percentile", confidence_level=confidence_level, rng=generators[g])
+        low[g], high[g] = result.confidence_interval
     if groups is None:
-        return result.low[0], result.high[0]
-    return result.low, result.high
-
-
-def _group_bootstrap(x: np.ndarray, video: np.ndarray, prompt: np.ndarray | None, settings: BootstrapSettings,
-                     rng: np.random.Generator, combine: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """One group's intervals and p-values: x (rows, n_g), video and prompt labels (n_g,) of any numbering,
-    combine (outputs, rows) or None for the rows themselves."""
-    rows = x.shape[0] if combine is None else combine.shape[0]
-    nan = np.full(rows, np.nan)
-    video = np.unique(video, return_inverse=True)[1].ravel()
-    n_videos = int(video.max(initial=-1)) + 1
-    if n_videos < 2:
-        return nan, nan, nan
-    by_video = _indicator(video)
-    video_sums, video_sizes = by_video @ x.T, by_video.sum(axis=1)  # (C, rows), (C,)
-    shared = _shared_prompts(x if combine is None else combine @ x, x, video, prompt)
-    units = n_videos if shared is None else max(n_videos, len(shared.cell_prompt), shared.n_prompts)
-
-    def combined(sums: np.ndarray) -> np.ndarray:
-        return sums if combine is None else sums @ combine.T
-
-    def means(drawn_videos, drawn_prompts=None, axis=-1):
-        batch_shape = np.shape(drawn_videos)[:-1]
-        w = _counts(drawn_videos, n_videos)
-        total, size = combined(w @ video_sums), (w @ video_sizes)[:, None]  # (b, outputs), (b, 1)
-        if drawn_prompts is not None:
-            # W_v (1 - c + c M_p) = W_v + c W_v (M_p - 1), summed over each shared cell's questions
-            z = w[:, shared.cell_video] * (_counts(drawn_prompts, shared.n_prompts)[:, shared.cell_prompt] - 1.0)
-            total = total + combined(z @ shared.cell_sums) * shared.c
-            size = size + (z @ shared.cell_sizes)[:, None] * shared.c
-        return (total / size).T.reshape((rows, *batch_shape))
-
-    data = (np.arange(n_videos),) if shared is None else (np.arange(n_videos), np.arange(shared.n_prompts))
-    batch = int(max(1, min(settings.n_resamples, _BATCH_ELEMENTS // units)))
-    result = scipy.stats.bootstrap(data, means, n_resamples=settings.n_resamples, batch=batch, vectorized=True,
-                                   paired=False, method="percentile", confidence_level=settings.confidence_level,
-                                   rng=rng)
-    distribution = np.asarray(result.bootstrap_distribution).reshape(rows, -1)
-    return (np.asarray(result.confidence_interval.low), np.asarray(result.confidence_interval.high),
-            bootstrap_p_values(distribution))
-
-
-@dataclass(frozen=True)
-class _SharedPrompts:
-    """The (video, prompt) cells of a group's questions whose prompt two or more of them share."""
-
-    n_prompts: int
-    cell_video: np.ndarray  # (cells,) video of each cell
-    cell_prompt: np.ndarray  # (cells,) shared prompt of each cell, 0..n_prompts-1
-    cell_sums: np.ndarray  # (cells, rows) of the resampled values
-    cell_sizes: np.ndarray  # (cells,)
-    c: np.ndarray  # (outputs,) the shrinkage of the prompt weights
-
-
-def _shared_prompts(y: np.ndarray, x: np.ndarray, video: np.ndarray,
-                    prompt: np.ndarray | None) -> _SharedPrompts | None:
-    """The shared cells of values x (rows, n) and the shrinkage of each output y (outputs, n); None where no prompt
-    is shared by two questions (then only videos are drawn)."""
-    if prompt is None:
-        return None
-    prompt = np.unique(prompt, return_inverse=True)[1].ravel()
-    copies = np.bincount(prompt)
-    in_shared = copies[prompt] >= 2
-    if np.count_nonzero(copies >= 2) < 2:  # one shared prompt: drawing it alone moves nothing
-        return None
-    e = (y - y.mean(axis=1, keepdims=True))[:, in_shared]
-    shared_prompt = np.unique(prompt[in_shared], return_inverse=True)[1].ravel()
-    cell = _cells(video[in_shared], shared_prompt)
-    by_cell = _indicator(cell)
-    v_prompt, v_cell = _squared_sums(e, shared_prompt), _squared_sums(e, cell)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        c2 = np.where(v_prompt + v_cell > 0, np.maximum(v_prompt - v_cell, 0.0) / (v_prompt + v_cell), 0.0)
-    first = np.unique(cell, return_index=True)[1]  # a question of each cell
-    return _SharedPrompts(n_prompts=int(shared_prompt.max()) + 1, cell_video=video[in_shared][first],
-                          cell_prompt=shared_prompt[first], cell_sums=by_cell @ x[:, in_shared].T,
-                          cell_sizes=by_cell.sum(axis=1), c=np.sqrt(c2))
+        return low[0], high[0]
+    return low, high
 
 
 def _counts(drawn: np.ndarray, n_units: int) -> np.ndarray:

@@ -28,7 +28,7 @@ def acc_blind_width(root, correct, videos) -> float:
     write_run(root, "org/vlm", {
         "vru_accident_blind": records_from_correct("vru_accident", "blind", correct, k, videos=videos),
         "vru_accident_video": records_from_correct("vru_accident", "video", correct, k, videos=videos)})
-    summary = run_audit([root], n_resamples=2000).summary
+    summary = run_audit([root]).summary
     row = summary[(summary["subset"] == "full") & (summary["category"] == "all")].iloc[0]
     assert row["acc_blind"] == pytest.approx(100 * np.mean(correct))
     return row["acc_blind_hi"] - row["acc_blind_lo"]
@@ -77,14 +77,44 @@ def test_report_says_what_was_resampled_and_why_an_interval_is_missing(tmp_path)
     write_run(tmp_path / "runs", "org/vlm", {
         f"vru_accident_{mode}": records_from_correct("vru_accident", mode, [1, 0, 1, 1, 0], k, categories,
                                                      videos=videos) for mode in ("blind", "video")})
-    audit = run_audit([tmp_path / "runs"], n_resamples=50)
+    audit = run_audit([tmp_path / "runs"])
     s = audit.summary.set_index("category")
     assert s.loc["all", "n_videos"] == 3 and s.loc["all", "resampled"] == "videos"
     assert np.isnan(s.loc["all", "n_prompts"])  # the records name no prompt
-    assert s.loc["location", "interval_note"] == "one question: nothing to resample"
+    assert s.loc["location", "interval_note"] == "one question: no spread to estimate"
     assert s.loc["weather", "interval_note"].startswith("all 2 questions are about one video")
+    # five questions on three videos are too few independent answers for any interval: withheld, with the count
+    assert np.isnan(s.loc["all", "acc_blind_lo"]) and s.loc["all", "interval_note"] == ""
+    assert s.loc["all", "acc_blind_note"].endswith("independent answers: too few for an interval")
     report = (write_audit(audit, tmp_path / "audit") / "report.md").read_text()
     assert "| VRU-Accident | 5 | 3 | – | videos |" in report
     assert "the samples name no blind prompt" in report
-    assert "100.00 (no interval: one question: nothing to resample)" in report
+    assert "100.00 (no interval: one question: no spread to estimate)" in report
+    assert "independent answers: too few for an interval)" in report
     assert "[–, –]" not in report
+
+
+def test_one_shared_prompt_enters_its_category_and_the_row_says_so(tmp_path):
+    # 400 questions on 400 videos in two categories of 200: in "road type" 40 questions share one prompt and are all
+    # answered right, the rest have prompts of their own and are answered independently; "location" shares none
+    rng = np.random.default_rng(5)
+    categories = ["road type"] * 200 + ["location"] * 200
+    prompts = [f"{'shared' if q < 40 else f'own-{q}'}" for q in range(400)]
+    correct = np.r_[np.ones(40), rng.random(360) < 0.5].astype(int)
+    videos = [f"v{q}.mp4" for q in range(400)]
+
+    def audit(root, with_prompts):
+        write_run(root, "org/vlm", {f"vru_accident_{mode}": records_from_correct(
+            "vru_accident", mode, correct, [4] * 400, categories, videos=videos,
+            prompts=prompts if with_prompts else None) for mode in ("blind", "video")})
+        return run_audit([root]).summary.set_index("category")
+
+    shared, alone = audit(tmp_path / "shared", True), audit(tmp_path / "alone", False)
+    assert shared.loc["road type", "resampled"] == "videos and prompts"
+    assert shared.loc["location", "resampled"] == "videos (no prompt shared)"
+    assert alone.loc["road type", "resampled"] == "videos"
+    # ν_prompt = (40² + 160) / 200 = 8.8 for road type: its one shared prompt widens its interval, location's not
+    width = {name: s["acc_blind_hi"] - s["acc_blind_lo"] for name, s in (("shared", shared), ("alone", alone))}
+    assert width["shared"]["road type"] > 1.5 * width["alone"]["road type"]
+    assert width["shared"]["location"] == pytest.approx(width["alone"]["location"])
+    assert shared.loc["road type", "deff_blind"] > 3 and alone.loc["road type", "deff_blind"] == pytest.approx(1.0)

@@ -35,7 +35,7 @@ def acc_blind_width(root, benchmark: str, design: dict, correct, with_prompts: b
                                                            prompts=design["prompt"] if with_prompts else None)
                for mode in ("blind", "video")}
     write_run(root, "org/vlm", records)
-    row = run_audit([root], n_resamples=2000).summary.iloc[0]
+    row = run_audit([root]).summary.iloc[0]
     assert row["category"] == "all" and row["acc_blind"] == pytest.approx(100 * np.mean(correct))
     return row["acc_blind_hi"] - row["acc_blind_lo"]
 

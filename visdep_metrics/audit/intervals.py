@@ -1,16 +1,18 @@
 """The audit's numbers with intervals: per model, metric, category and subset (`summary_rows`), every model against a
-baseline (`comparison_rows`) and frame budgets (`frame_rows`).
+baseline (`comparison_rows`, with family-adjusted p-values: `adjust_family`) and frame budgets (`frame_rows`).
 
-Intervals and p-values come from `visdep_metrics.stats.crossed_bootstrap`: within each group (a benchmark, a
-category, the grounded subset) the videos and the prompts its questions share are resampled, every model and metric
-on the same resamples, so VG, the mean of the VLMs and every comparison are paired. Where the records name no prompt
-only videos are resampled, where they name no video each question is its own (and a note says so).
+Intervals and p-values come from `visdep_metrics.stats.crossed_intervals`: within each group (a benchmark, a
+category, the grounded subset) the design effect of each quantity is estimated from the videos and the prompts its
+questions share; accuracies get Wilson intervals on the independent answers that leaves, differences (VG, a model
+minus a baseline) t intervals with the p-value of the same statistic. Where the records name no prompt only videos
+enter, where they name no video each question is its own (and a note says so).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -18,46 +20,46 @@ import pandas as pd
 from visdep_metrics.audit.diagnostics import subset_diagnostics
 from visdep_metrics.audit.pairing import BenchmarkResults
 from visdep_metrics.audit.runs import FRAMES_SETTING, ModelInfo
-from visdep_metrics.stats import BootstrapSettings, crossed_bootstrap, design_effect, labels, units_per_group
+from visdep_metrics.stats import Intervals, crossed_intervals, holm, labels, shares_prompts, units_per_group
+
+if TYPE_CHECKING:
+    from visdep_metrics.audit.settings import AuditSettings
 
 METRICS = ("acc_blind", "acc_video", "blind_gap", "visual_gain")
 ALL = "all"
+P_FAMILY = "Holm over every p-value of this table"
 
 
 @dataclass(frozen=True)
 class Design:
-    """What a benchmark's bootstrap resamples: integer labels of each question's video and prompt."""
+    """What a benchmark's intervals account for: integer labels of each question's video and prompt."""
 
     videos: np.ndarray  # one label per question; each question its own where the records name no video
     prompts: np.ndarray | None  # None where the records name no prompt
-    resampled: str  # "videos and prompts", "videos", "questions" (with " and prompts" where known)
+    unit: str  # "videos", or "questions" where the records name no video
 
     @classmethod
     def of(cls, bench: BenchmarkResults) -> Design:
         n = len(bench.questions)
         videos, prompts = bench.videos, bench.prompts
-        unit = "questions" if videos is None else "videos"
-        resampled = unit if prompts is None else f"{unit} and prompts"
         return cls(videos=labels(videos, n), prompts=None if prompts is None else labels(prompts, n),
-                   resampled=resampled)
+                   unit="questions" if videos is None else "videos")
+
+    def resampled(self, keep: np.ndarray) -> str:
+        """What the interval of the questions `keep` treats as its independent draws."""
+        if self.prompts is None:
+            return self.unit
+        return f"{self.unit} and prompts" if shares_prompts(self.prompts, keep) else f"{self.unit} (no prompt shared)"
 
     def counts(self, groups: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Per group: its videos and its distinct prompts (NaN where the records name no prompt)."""
         prompts = np.full(len(groups), np.nan) if self.prompts is None else units_per_group(groups, self.prompts)
         return units_per_group(groups, self.videos), prompts
 
-    def bootstrap(self, values: np.ndarray, groups: np.ndarray, settings: BootstrapSettings, *key: str,
-                  contrasts: np.ndarray | None = None):
-        return crossed_bootstrap(values, groups, self.videos, self.prompts, settings, settings.rng(*key), contrasts)
-
-    def deff(self, correct: np.ndarray, keep: np.ndarray) -> np.ndarray:
-        """Design effect of each row of `correct` (rows, n) over the questions `keep`; NaN for NaN rows."""
-        out = np.full(correct.shape[0], np.nan)
-        finite = np.isfinite(correct[:, keep]).all(axis=1)
-        if finite.any() and keep.sum() > 1:
-            out[finite] = design_effect(correct[finite][:, keep], self.videos[keep],
-                                        None if self.prompts is None else self.prompts[keep])
-        return out
+    def intervals(self, values: np.ndarray, groups: np.ndarray, confidence_level: float,
+                  outputs: _Outputs) -> Intervals:
+        return crossed_intervals(values, groups, self.videos, self.prompts, confidence_level, outputs.contrasts(),
+                                 np.array(outputs.proportion), np.array(outputs.robust))
 
 
 def subsets(scores: pd.DataFrame) -> dict[str, np.ndarray]:
@@ -68,19 +70,6 @@ def subsets(scores: pd.DataFrame) -> dict[str, np.ndarray]:
     return found
 
 
-def interval_notes(groups: np.ndarray, design: Design) -> list[str]:
-    """Per group: why it has no interval ("" where it has one)."""
-    notes = []
-    for n, videos in zip(groups.sum(axis=1), units_per_group(groups, design.videos), strict=True):
-        if n < 2:
-            notes.append("one question: nothing to resample")
-        elif videos < 2:
-            notes.append(f"all {n} questions are about one video: resampling videos needs two or more")
-        else:
-            notes.append("")
-    return notes
-
-
 def evaluation_models(bench: BenchmarkResults, roles: dict[str, str]) -> tuple[list[str], bool]:
     """Models that judge the benchmark and its filters: the held-out VLMs, else every VLM (then not held out)."""
     vlms = [m for m, video in zip(bench.models, bench.has_video, strict=True) if video]
@@ -88,19 +77,63 @@ def evaluation_models(bench: BenchmarkResults, roles: dict[str, str]) -> tuple[l
     return (held_out, True) if held_out else (vlms, False)
 
 
-def _group_columns(bench: BenchmarkResults, design: Design, groups: np.ndarray) -> list[dict]:
-    """The columns every row of a group shares: n, its videos and prompts, what was resampled, why no interval."""
+def _group_columns(bench: BenchmarkResults, design: Design, groups: np.ndarray, found: Intervals) -> list[dict]:
+    """The columns every row of a group shares: n, its videos and prompts, what the interval accounts for, and why
+    the group has no interval at all ("" where it has)."""
     videos, prompts = design.counts(groups)
-    return [{"benchmark": bench.benchmark, "n": int(n), "n_videos": int(v), "n_prompts": p,
-             "resampled": design.resampled, "interval_note": note}
-            for n, v, p, note in zip(groups.sum(axis=1), videos, prompts, interval_notes(groups, design), strict=True)]
+    notes = [next((str(n) for n in row if n), "") if np.isnan(deff).all() else "" for row, deff in
+             zip(found.note, found.deff, strict=True)]
+    return [{"benchmark": bench.benchmark, "n": int(keep.sum()), "n_videos": int(v), "n_prompts": p,
+             "resampled": design.resampled(keep), "interval_note": note}
+            for keep, v, p, note in zip(groups, videos, prompts, notes, strict=True)]
 
 
-def summary_rows(bench: BenchmarkResults, scores: pd.DataFrame, roles: dict[str, str], design: Design,
-                 settings: BootstrapSettings) -> tuple[list[dict], list[dict]]:
+class _Outputs:
+    """The quantities one estimation computes: named blocks of contrasts over the value rows, each a proportion or a
+    difference, and where each block's rows land in the result."""
+
+    def __init__(self, n_values: int):
+        self.n_values, self.blocks, self.terms, self.proportion, self.robust = n_values, {}, [], [], []
+
+    def add(self, name: str, members: Sequence[int], terms: list[dict[int, float]], proportion: bool,
+            video: bool) -> None:
+        """proportion: Wilson's interval, else a difference's; video: its answers share more than their prompt."""
+        self.blocks[name] = (len(self.terms), list(members))
+        self.terms += terms
+        self.proportion += [proportion] * len(terms)
+        self.robust += [video] * len(terms)
+
+    def contrasts(self) -> np.ndarray:
+        matrix = np.zeros((len(self.terms), self.n_values))
+        for o, terms in enumerate(self.terms):
+            for i, weight in terms.items():
+                matrix[o, i] += weight
+        return matrix
+
+    def at(self, name: str, member: int) -> int | None:
+        """The output index of a block's member, None where the block lacks it."""
+        if name not in self.blocks or member not in self.blocks[name][1]:
+            return None
+        start, members = self.blocks[name]
+        return start + members.index(member)
+
+
+def _put(row: dict, metric: str, found: Intervals, g: int, o: int | None, shift: float = 0.0) -> None:
+    """A metric's bounds (minus `shift`), p-value and note from output o of group g (NaN where absent)."""
+    if o is None:
+        row[f"{metric}_lo"] = row[f"{metric}_hi"] = np.nan
+        row[f"{metric}_note"] = ""
+        return
+    row[f"{metric}_lo"], row[f"{metric}_hi"] = found.low[g, o] - shift, found.high[g, o] - shift
+    row[f"{metric}_note"] = found.note[g, o]
+
+
+def summary_rows(bench: BenchmarkResults, scores: pd.DataFrame, settings: AuditSettings,
+                 design: Design) -> tuple[list[dict], list[dict]]:
     """Acc, chance, BG, VG with intervals per model, for the full benchmark and the grounded subset, over all
-    questions and per category (with the design effects of blind and video correctness over all questions); and
-    the same for the mean of the evaluation VLMs (the report's lead)."""
+    questions and per category, with the design effects of blind and video correctness; and the same for the mean
+    of the evaluation VLMs (the report's lead). BG's interval is Acc_B's less the group's chance, which is known."""
+    roles = settings.roles
     k = scores["n_options"].to_numpy()
     categories = sorted(scores["category"].dropna().unique())
     groups = [(subset, category, in_subset & (True if category == ALL else (scores["category"] == category).to_numpy()))
@@ -108,128 +141,153 @@ def summary_rows(bench: BenchmarkResults, scores: pd.DataFrame, roles: dict[str,
     groups = [(subset, category, keep) for subset, category, keep in groups if keep.any()]
     members = np.stack([keep for _, _, keep in groups])
     all_rows, video_rows = np.arange(len(bench.models)), np.flatnonzero(bench.has_video)
-    cb, cv = bench.correct_blind, bench.correct_video[video_rows]
     judges, _ = evaluation_models(bench, roles)
     judge_rows = bench.model_rows(judges)
     headline_rows = judge_rows if judge_rows.size else all_rows
-    mean_b = cb[headline_rows].mean(axis=0, keepdims=True)
-    mean_v = bench.correct_video[judge_rows].mean(axis=0, keepdims=True) if judge_rows.size else None
-    # The resampled values: each model's blind and video correctness and 1/K; every metric is a linear combination
-    # of their means (BG = Acc_B - chance, VG = Acc_V - Acc_B, the mean of the VLMs), one resampling of a group
-    # serving every one of them.
-    n_models, video_at = len(bench.models), {int(i): len(bench.models) + j for j, i in enumerate(video_rows)}
-    inverse_k = n_models + len(video_rows)
-    values = np.concatenate([cb, cv, 1.0 / k[None, :]])
+    # the values: each model's blind correctness, then the video correctness of the VLMs; every metric is a linear
+    # combination of their means (VG = Acc_V - Acc_B, the mean of the VLMs)
+    n_models = len(bench.models)
+    video_at = {int(i): n_models + j for j, i in enumerate(video_rows)}
+    values = np.concatenate([bench.correct_blind, bench.correct_video[video_rows]])
     judge_video = [video_at[int(i)] for i in judge_rows]
-    blocks = [("acc_blind", all_rows, [{i: 1.0} for i in all_rows]),
-              ("blind_gap", all_rows, [{i: 1.0, inverse_k: -1.0} for i in all_rows]),
-              ("acc_video", video_rows, [{video_at[int(i)]: 1.0} for i in video_rows]),
-              ("visual_gain", video_rows, [{video_at[int(i)]: 1.0, int(i): -1.0} for i in video_rows]),
-              ("mean_acc_blind", [0], [_mean_of(headline_rows)]),
-              ("mean_blind_gap", [0], [_mean_of(headline_rows) | {inverse_k: -1.0}])]
-    if mean_v is not None:
-        blocks += [("mean_acc_video", [0], [_mean_of(judge_video)]),
-                   ("mean_visual_gain", [0], [_combined(_mean_of(judge_video), _mean_of(headline_rows), -1.0)])]
-    contrasts = _contrasts([terms for _, _, block in blocks for terms in block], len(values))
-    found = design.bootstrap(values, members, settings, bench.benchmark, contrasts=contrasts)
+    out = _Outputs(len(values))
+    out.add("acc_blind", all_rows, [{int(i): 1.0} for i in all_rows], True, False)
+    out.add("acc_video", video_rows, [{video_at[int(i)]: 1.0} for i in video_rows], True, True)
+    out.add("visual_gain", video_rows, [{video_at[int(i)]: 1.0, int(i): -1.0} for i in video_rows], False, True)
+    out.add("mean_acc_blind", [0], [_mean_of(headline_rows)], True, False)
+    if judge_rows.size:
+        out.add("mean_acc_video", [0], [_mean_of(judge_video)], True, True)
+        out.add("mean_visual_gain", [0], [_combined(_mean_of(judge_video), _mean_of(headline_rows), -1.0)], False,
+                True)
+    found = design.intervals(values, members, settings.confidence_level, out)
     rows, headline = [], []
-    for g, (common, (subset, category, keep)) in enumerate(zip(_group_columns(bench, design, members), groups,
-                                                               strict=True)):
+    for g, (common, (subset, category, keep)) in enumerate(zip(_group_columns(bench, design, members, found),
+                                                               groups, strict=True)):
         common = {**common, "subset": subset, "category": category}
         d = subset_diagnostics(keep, bench.correct_blind, bench.correct_video, k)
-        deff_b, deff_v = ((design.deff(bench.correct_blind, keep), design.deff(bench.correct_video, keep))
-                          if category == ALL else (np.full(len(bench.models), np.nan),) * 2)
-        bounds, start = {}, 0
-        for name, model_rows, _ in blocks:  # the mean blocks have one row, [0]
-            lo, hi = (np.full(1 if name.startswith("mean_") else len(bench.models), np.nan) for _ in range(2))
-            stop = start + len(model_rows)
-            lo[model_rows], hi[model_rows] = found.low[g, start:stop], found.high[g, start:stop]
-            bounds[name] = (lo, hi)
-            start = stop
         for i, model in enumerate(bench.models):
+            blind, video = out.at("acc_blind", i), out.at("acc_video", i)
             row = {"model": model, "role": roles[model], **common, "chance": d["chance"][i],
-                   "deff_blind": deff_b[i], "deff_video": deff_v[i]}
+                   "deff_blind": found.deff[g, blind], "deff_video": np.nan if video is None else found.deff[g, video]}
             for name in METRICS:
                 row[name] = d[name][i]
-                row[f"{name}_lo"], row[f"{name}_hi"] = bounds[name][0][i], bounds[name][1][i]
+            _put(row, "acc_blind", found, g, blind)
+            _put(row, "blind_gap", found, g, blind, shift=d["chance"][i])
+            _put(row, "acc_video", found, g, video)
+            _put(row, "visual_gain", found, g, out.at("visual_gain", i))
             rows.append(row)
         if category == ALL:
+            chance = d["chance"][0]
             row = {**common, "models": "; ".join(bench.models[i] for i in headline_rows),
                    "held_out": bool(judge_rows.size) and all(roles[bench.models[i]] == "held_out" for i in judge_rows),
-                   "chance": d["chance"][0], "deff_blind": _mean(deff_b[headline_rows]),
-                   "deff_video": _mean(deff_v[judge_rows])}
-            values = {"acc_blind": mean_b[0, keep].mean(), "blind_gap": mean_b[0, keep].mean() - d["chance"][0]}
-            if mean_v is not None:
-                values |= {"acc_video": mean_v[0, keep].mean(), "visual_gain": (mean_v - mean_b)[0, keep].mean()}
-            for name in METRICS:
-                row[name] = values.get(name, np.nan)
-                row[f"{name}_lo"], row[f"{name}_hi"] = bounds.get(f"mean_{name}", ([np.nan], [np.nan]))[0][0], \
-                    bounds.get(f"mean_{name}", ([np.nan], [np.nan]))[1][0]
+                   "chance": chance, "deff_blind": found.deff[g, out.at("mean_acc_blind", 0)],
+                   "deff_video": found.deff[g, out.at("mean_acc_video", 0)] if judge_rows.size else np.nan}
+            blind = bench.correct_blind[headline_rows][:, keep].mean()
+            row |= {"acc_blind": blind, "blind_gap": blind - chance, "acc_video": np.nan, "visual_gain": np.nan}
+            if judge_rows.size:
+                video = bench.correct_video[judge_rows][:, keep].mean()
+                row |= {"acc_video": video, "visual_gain": video - blind}
+            _put(row, "acc_blind", found, g, out.at("mean_acc_blind", 0))
+            _put(row, "blind_gap", found, g, out.at("mean_acc_blind", 0), shift=chance)
+            _put(row, "acc_video", found, g, out.at("mean_acc_video", 0))
+            _put(row, "visual_gain", found, g, out.at("mean_visual_gain", 0))
             headline.append(row)
     return rows, headline
 
 
-def comparison_rows(bench: BenchmarkResults, scores: pd.DataFrame, baseline: str, others: Sequence[str],
-                    roles: dict[str, str], design: Design, settings: BootstrapSettings,
-                    selected_by: Sequence[str] = (), groups: dict[str, np.ndarray] | None = None) -> list[dict]:
-    """Models minus a baseline on the same questions, with paired intervals and p-values.
+def comparison_rows(bench: BenchmarkResults, scores: pd.DataFrame, settings: AuditSettings, design: Design, *,
+                    baseline: str | None = None, others: Sequence[str] | None = None, selected_by: Sequence[str] = (),
+                    groups: dict[str, np.ndarray] | None = None) -> list[dict]:
+    """Models (`others`, default every model) minus a baseline (default `settings.baseline`) on the same questions,
+    with paired intervals and raw p-values (`adjust_family` adds the adjusted ones and the flags).
 
     delta_acc_blind = mean_q(c_blind[m, q] - c_blind[base, q]) (= the change of Blind Gap: chance is shared),
-    delta_acc_video likewise, delta_visual_gain = mean_q((c_video - c_blind)[m, q] - (c_video - c_blind)[base, q]).
-    Within a subset one resampling of its videos and prompts serves both models: each interval is that of a paired
-    difference, and each p-value (H0: no change) is where that interval reaches 0 (`stats.bootstrap_p_values`).
-    `text_shortcut_gain`: Acc_V rose (interval above 0) while BG rose or VG fell (interval above / below 0), the
-    paper's appendix B.5 SFT case; `flagged` says which. `selected_by`: the models whose runs chose the grounded
-    subset (T and V panels): a comparison there involving one of them says so."""
-    if baseline not in bench.models:
+    delta_acc_video likewise, delta_visual_gain = mean_q((c_video - c_blind)[m, q] - (c_video - c_blind)[base, q]):
+    each a mean of per-question differences, whose interval and p-value (H0: no change) come from one t statistic.
+    `selected_by`: the models whose runs chose the grounded subset (T and V panels): a comparison there involving one
+    of them says so."""
+    baseline = settings.baseline if baseline is None else baseline
+    if baseline is None or baseline not in bench.models:
         return []
     base = bench.models.index(baseline)
-    others_rows = [bench.models.index(m) for m in others if m in bench.models and m != baseline]
+    others_rows = [bench.models.index(m) for m in (bench.models if others is None else others)
+                   if m in bench.models and m != baseline]
     if not others_rows:
         return []
     groups = subsets(scores) if groups is None else groups
     cb, cv = bench.correct_blind, bench.correct_video
     video = [i for i in others_rows if bench.has_video[i]] if bench.has_video[base] else []
-    # resampled values: each model's blind correctness, then the video correctness of the baseline and the others
+    # values: each model's blind correctness, then the video correctness of the baseline and the others
     n_models = len(bench.models)
     video_at = {i: n_models + j for j, i in enumerate([base, *video] if video else [])}
     values = np.concatenate([cb, cv[[base, *video]]]) if video else cb
-    blocks = [("acc_blind", others_rows, [{i: 1.0, base: -1.0} for i in others_rows])]
+    out = _Outputs(len(values))
+    out.add("acc_blind", others_rows, [{i: 1.0, base: -1.0} for i in others_rows], False, False)
     if video:
-        blocks += [("acc_video", video, [{video_at[i]: 1.0, video_at[base]: -1.0} for i in video]),
-                   ("visual_gain", video, [_combined({video_at[i]: 1.0, i: -1.0}, {video_at[base]: 1.0, base: -1.0},
-                                                     -1.0) for i in video])]
-    contrasts = {name: _contrasts(block, len(values)) for name, _, block in blocks}
+        # in a paired difference what the two models share (a video's, a prompt's difficulty) cancels: no bound
+        out.add("acc_video", video, [{video_at[i]: 1.0, video_at[base]: -1.0} for i in video], False, False)
+        out.add("visual_gain", video, [_combined({video_at[i]: 1.0, i: -1.0}, {video_at[base]: 1.0, base: -1.0}, -1.0)
+                                       for i in video], False, False)
     members = np.stack(list(groups.values()))
-    found = design.bootstrap(values, members, settings, bench.benchmark, "baseline", baseline,
-                             contrasts=np.concatenate(list(contrasts.values())))
-    blocks = [(name, members_of, contrasts[name] @ values) for name, members_of, _ in blocks]
+    found = design.intervals(values, members, settings.confidence_level, out)
+    deltas = out.contrasts() @ values
     rows = []
-    for g, (common, (subset, keep)) in enumerate(zip(_group_columns(bench, design, members), groups.items(),
+    for g, (common, (subset, keep)) in enumerate(zip(_group_columns(bench, design, members, found), groups.items(),
                                                      strict=True)):
         for i in others_rows:
             model = bench.models[i]
-            row = {"model": model, "role": roles[model], "baseline": baseline, **common, "subset": subset,
-                   "p_test": f"paired bootstrap over {design.resampled}"}
-            start = 0
-            for name, members_of, deltas in blocks:
-                if i in members_of:
-                    j = start + members_of.index(i)
-                    row[f"delta_{name}"] = deltas[members_of.index(i), keep].mean()
-                    row[f"delta_{name}_lo"], row[f"delta_{name}_hi"] = found.low[g, j], found.high[g, j]
-                    row[f"delta_{name}_p"] = found.p_value[g, j]
-                start += len(members_of)
-            if i in video:
-                flagged = [what for what, holds in (("Blind Gap rose", sign(row, "delta_acc_blind") > 0),
-                                                    ("Visual Gain fell", sign(row, "delta_visual_gain") < 0)) if holds]
-                row["text_shortcut_gain"] = sign(row, "delta_acc_video") > 0 and bool(flagged)
-                row["flagged"] = "; ".join(flagged) if row["text_shortcut_gain"] else ""
+            row = {"model": model, "role": settings.roles[model], "baseline": baseline, **common,
+                   "subset": subset, "p_test": f"t on the design effect over {common['resampled']}"}
+            for name in ("acc_blind", "acc_video", "visual_gain"):
+                o = out.at(name, i)
+                row[f"delta_{name}"] = np.nan if o is None else deltas[o, keep].mean()
+                _put(row, f"delta_{name}", found, g, o)
+                row[f"delta_{name}_p"] = np.nan if o is None else found.p_value[g, o]
             involved = sorted({model, baseline} & set(selected_by))
             row["selection_note"] = (f"the subset was selected with the runs of {', '.join(involved)}: it favours "
                                      f"them; held-out models are the fair comparison" if subset == "grounded"
                                      and involved else "")
             rows.append(row)
     return rows
+
+
+def adjust_family(frame: pd.DataFrame, confidence_level: float) -> pd.DataFrame:
+    """Holm-adjusted p-values (`delta_*_p_adj`) over every p-value of a comparison table (all its models,
+    benchmarks, subsets and quantities: one family), and, for rows with video runs, the text-shortcut flags from
+    them: `text_shortcut_gain` where Acc_V rose while the Blind Gap rose or the Visual Gain fell, each at adjusted
+    p < 1 − confidence; `flagged` says which."""
+    if frame.empty:
+        return frame
+    raw = [c for c in frame.columns if c.startswith("delta_") and c.endswith("_p")]
+    adjusted = holm(frame[raw].to_numpy(dtype=np.float64))
+    for j, column in enumerate(raw):
+        frame[f"{column}_adj"] = adjusted[:, j]
+    frame["p_family"] = f"{P_FAMILY} ({int(np.isfinite(adjusted).sum())} p-values)"
+    alpha = 1 - confidence_level
+    if "delta_acc_video_p" in frame and "delta_acc_blind_p" in frame and "delta_visual_gain_p" in frame:
+        gains, flags = [], []
+        for _, row in frame.iterrows():
+            if pd.isna(row["delta_acc_video"]):
+                gains.append(None)
+                flags.append("")
+                continue
+            flagged = [what for what, holds in (("Blind Gap rose", significant(row, "delta_acc_blind", alpha) > 0),
+                                                ("Visual Gain fell", significant(row, "delta_visual_gain", alpha) < 0))
+                       if holds]
+            gain = significant(row, "delta_acc_video", alpha) > 0 and bool(flagged)
+            gains.append(gain)
+            flags.append("; ".join(flagged) if gain else "")
+        frame["text_shortcut_gain"] = pd.Series(gains, index=frame.index, dtype=object)
+        frame["flagged"] = flags
+    return frame
+
+
+def significant(row, metric: str, alpha: float = 0.05) -> int:
+    """+1 / -1 where a change is told from none at the family-adjusted level (else at its interval), 0 otherwise."""
+    p = row.get(f"{metric}_p_adj")
+    if p is None or pd.isna(p):
+        return sign(row, metric)
+    return int(np.sign(row[metric])) if p < alpha else 0
 
 
 def _mean_of(rows) -> dict[int, float]:
@@ -241,21 +299,6 @@ def _combined(a: dict[int, float], b: dict[int, float], b_weight: float) -> dict
     return {i: a.get(i, 0.0) + b_weight * b.get(i, 0.0) for i in a.keys() | b.keys()}
 
 
-def _contrasts(outputs: list[dict[int, float]], n_values: int) -> np.ndarray:
-    """(outputs, values): each output's weights on the value rows."""
-    matrix = np.zeros((len(outputs), n_values))
-    for o, terms in enumerate(outputs):
-        for i, weight in terms.items():
-            matrix[o, i] += weight
-    return matrix
-
-
-def _mean(values: np.ndarray) -> float:
-    """The mean of the finite values, NaN where there is none."""
-    finite = values[np.isfinite(values)]
-    return float(finite.mean()) if finite.size else np.nan
-
-
 def sign(row, metric: str) -> int:
     """+1 / -1 where the interval lies above / below 0, else 0 (a change the questions cannot tell from none)."""
     lo, hi = row.get(f"{metric}_lo"), row.get(f"{metric}_hi")
@@ -265,7 +308,7 @@ def sign(row, metric: str) -> int:
 
 
 def frame_rows(bench: BenchmarkResults, scores: pd.DataFrame, summary: list[dict], model_info: dict[str, ModelInfo],
-               roles: dict[str, str], design: Design, settings: BootstrapSettings) -> list[dict]:
+               settings: AuditSettings, design: Design) -> list[dict]:
     """Frame budgets: models of one checkpoint that differ only in max_frames, their Acc_V and VG (from the
     summary rows) and, against the fewest frames, the paired differences of `comparison_rows`."""
     checkpoints: dict[tuple, list[str]] = {}
@@ -280,17 +323,20 @@ def frame_rows(bench: BenchmarkResults, scores: pd.DataFrame, summary: list[dict
             continue
         models = sorted(models, key=lambda m: model_info[m].max_frames)
         fewest = models[0]
-        deltas = {r["model"]: r for r in comparison_rows(bench, scores, fewest, models[1:], roles, design, settings,
+        deltas = {r["model"]: r for r in comparison_rows(bench, scores, settings, design, baseline=fewest,
+                                                         others=models[1:],
                                                          groups={"full": np.ones(len(scores), dtype=bool)})}
         for model in models:
             info = model_info[model]
             row = {"benchmark": bench.benchmark, "checkpoint": info.checkpoint_label(FRAMES_SETTING), "model": model,
                    "max_frames": info.max_frames, "fewest_frames_model": fewest}
             row |= {key: overall[model][key] for key in ("n", "n_videos", "n_prompts", "resampled", "interval_note",
-                                                          "acc_video", "acc_video_lo", "acc_video_hi", "visual_gain",
-                                                          "visual_gain_lo", "visual_gain_hi")}
+                                                          "acc_video", "acc_video_lo", "acc_video_hi", "acc_video_note",
+                                                          "visual_gain", "visual_gain_lo", "visual_gain_hi",
+                                                          "visual_gain_note")}
             for name in ("acc_video", "visual_gain"):
-                for suffix in ("", "_lo", "_hi", "_p"):
-                    row[f"delta_{name}{suffix}"] = deltas.get(model, {}).get(f"delta_{name}{suffix}", np.nan)
+                for suffix in ("", "_lo", "_hi", "_p", "_note"):
+                    row[f"delta_{name}{suffix}"] = deltas.get(model, {}).get(f"delta_{name}{suffix}",
+                                                                             "" if suffix == "_note" else np.nan)
             rows.append(row)
     return rows

@@ -15,7 +15,7 @@ import pandas as pd
 
 from visdep_metrics.audit.compute import TOP_SHORTCUTS, Audit
 from visdep_metrics.audit.diagnostics import TEXTUAL_EVIDENCE
-from visdep_metrics.audit.intervals import evaluation_models, sign
+from visdep_metrics.audit.intervals import P_FAMILY, evaluation_models, sign, significant
 from visdep_metrics.audit.tables import (
     before_after_table,
     design_table,
@@ -32,6 +32,7 @@ from visdep_metrics.audit.tables import (
     ordered,
     p_value,
     scores_table,
+    withheld,
 )
 
 GROUNDED_SUFFIX = "grounded"
@@ -41,7 +42,7 @@ MANIFEST = "audit.json"
 def points(row, metric: str) -> str:
     value = f"{row[metric]:+.1f} points"
     if missing(row[f"{metric}_lo"]):
-        return f"{value} (no interval: {row.get('interval_note') or 'not computed'})"
+        return f"{value} (no interval: {withheld(row, metric)})"
     return f"{value} [{row[f'{metric}_lo']:+.1f}, {row[f'{metric}_hi']:+.1f}]"
 
 
@@ -100,25 +101,34 @@ def lead(audit: Audit) -> list[str]:
     return lines
 
 
+def _p(r, metric: str) -> str:
+    """The raw p-value and, where the family was adjusted, the adjusted one."""
+    adjusted = r.get(f"{metric}_p_adj")
+    raw = p_value(r.get(f"{metric}_p"))
+    return raw if missing(adjusted) else f"{raw}, adjusted {p_value(adjusted)}"
+
+
 def comparison_sentence(audit: Audit, r: pd.Series) -> str:
-    """One plain sentence on a checkpoint against the baseline on one benchmark and subset."""
+    """One plain sentence on a checkpoint against the baseline on one benchmark and subset; a change is told from
+    none where its family-adjusted p-value is below 1 − confidence."""
+    alpha = 1 - audit.settings.confidence_level
     head = f"- **{audit.label(r['model'])}** on {name(r['benchmark'])} ({r['subset']}, {int(r['n'])} questions): "
     note = f" Note: {r['selection_note']}." if isinstance(r.get("selection_note"), str) and r["selection_note"] else ""
     if missing(r.get("delta_acc_video")):
-        return head + (f"Acc_B {points(r, 'delta_acc_blind')} (p {p_value(r['delta_acc_blind_p'])}); no video runs "
+        return head + (f"Acc_B {points(r, 'delta_acc_blind')} (p {_p(r, 'delta_acc_blind')}); no video runs "
                        f"to compare.{note}")
-    head += (f"Acc_V {points(r, 'delta_acc_video')} (p {p_value(r['delta_acc_video_p'])}), Blind Gap "
-             f"{points(r, 'delta_acc_blind')} (p {p_value(r['delta_acc_blind_p'])}), Visual Gain "
-             f"{points(r, 'delta_visual_gain')} (p {p_value(r['delta_visual_gain_p'])}): ")
+    head += (f"Acc_V {points(r, 'delta_acc_video')} (p {_p(r, 'delta_acc_video')}), Blind Gap "
+             f"{points(r, 'delta_acc_blind')} (p {_p(r, 'delta_acc_blind')}), Visual Gain "
+             f"{points(r, 'delta_visual_gain')} (p {_p(r, 'delta_visual_gain')}): ")
     if r.get("text_shortcut_gain") is True:
         flagged = " and ".join(f"the {what}" for what in str(r["flagged"]).split("; "))
         return head + (f"**gain from text shortcuts**: its accuracy rose while {flagged}, so what it gained it also "
                        f"has without the video.{note}")
-    if sign(r, "delta_acc_video") > 0:
-        return head + ("the gain came with more use of the video." if sign(r, "delta_visual_gain") > 0 else
-                       "accuracy rose with neither a rise of the Blind Gap nor a fall of the Visual Gain the "
+    if significant(r, "delta_acc_video", alpha) > 0:
+        return head + ("the gain came with more use of the video." if significant(r, "delta_visual_gain", alpha) > 0
+                       else "accuracy rose with neither a rise of the Blind Gap nor a fall of the Visual Gain the "
                        "questions can tell.") + note
-    if sign(r, "delta_acc_video") < 0:
+    if significant(r, "delta_acc_video", alpha) < 0:
         return head + "accuracy fell." + note
     return head + "no change of Acc_V the questions can tell from none." + note
 
@@ -127,17 +137,18 @@ def _comparison_section(audit: Audit) -> list[str]:
     c = audit.comparison
     rows = [[audit.label(r["model"]), name(r["benchmark"]), r["subset"], r["n"]]
             + [v for m in ("acc_blind", "acc_video", "visual_gain")
-               for v in (interval(r, f"delta_{m}"), p_value(r.get(f"delta_{m}_p")))]
+               for v in (interval(r, f"delta_{m}"), _p(r, f"delta_{m}"))]
             + [{True: "yes", False: "no"}.get(r.get("text_shortcut_gain"), "–")]
             for _, r in c.iterrows()]
     tests = ", ".join(sorted(set(c["p_test"])))
     return [f"## Against the baseline {audit.label(audit.baseline)}", "",
             "Each model minus the baseline on the same questions (percentage points), with paired intervals (the "
-            "same resampled videos and prompts for both models). ΔAcc_B is also the change of the Blind Gap (chance "
-            "is shared); ΔVG the change of the Visual Gain. p (H0: no change): the paired bootstrap p-value, the "
-            f"level at which the interval reaches 0, with the interval's dependence ({tests}). Text-shortcut gain: "
-            "Acc_V rose while the Blind Gap rose or the Visual Gain fell (each interval clear of 0), the SFT case of "
-            "the paper's appendix B.5.", "",
+            "same questions, videos and prompts for both models). ΔAcc_B is also the change of the Blind Gap "
+            "(chance is shared); ΔVG the change of the Visual Gain. p (H0: no change): from the t statistic the "
+            f"interval is built on, so p < {1 - audit.settings.confidence_level:g} exactly where the "
+            f"interval excludes 0 ({tests}); adjusted: {P_FAMILY}, the family whose chance of any false "
+            "flag is held at that level. Text-shortcut gain: Acc_V rose while the Blind Gap rose or the Visual Gain "
+            "fell, each at an adjusted p below it: the SFT case of the paper's appendix B.5.", "",
             markdown(["Model", "Benchmark", "Subset", "n", "ΔAcc_B (= ΔBG)", "p", "ΔAcc_V", "p", "ΔVG", "p",
                       "Text-shortcut gain"], rows), "",
             *[comparison_sentence(audit, r) for _, r in c.iterrows()], ""]
@@ -145,13 +156,13 @@ def _comparison_section(audit: Audit) -> list[str]:
 
 def _frames_section(audit: Audit, plots: dict[str, str]) -> list[str]:
     rows = [[r["checkpoint"], name(r["benchmark"]), int(r["max_frames"]), r["n"], interval(r, "acc_video"),
-             interval(r, "visual_gain"), interval(r, "delta_acc_video"), p_value(r["delta_acc_video_p"]),
-             interval(r, "delta_visual_gain"), p_value(r["delta_visual_gain_p"])]
+             interval(r, "visual_gain"), interval(r, "delta_acc_video"), _p(r, "delta_acc_video"),
+             interval(r, "delta_visual_gain"), _p(r, "delta_visual_gain")]
             for _, r in audit.frames.iterrows()]
     lines = ["## Frame budgets", "",
              "Runs of one checkpoint that differ only in `max_frames` (a run without it used the adapter's default): "
-             "Acc_V and VG per budget, and the change against its fewest frames (paired over the same resampled "
-             "videos and prompts; p as for the baseline comparison).", "",
+             "Acc_V and VG per budget, and the change against its fewest frames (paired over the same questions; "
+             "p as for the baseline comparison, adjusted over this table's p-values).", "",
              markdown(["Checkpoint", "Benchmark", "Frames", "n", "Acc_V", "VG", "ΔAcc_V vs fewest", "p",
                        "ΔVG vs fewest", "p"], rows), ""]
     if "frames" in plots:
@@ -189,13 +200,14 @@ def _settings_paragraph(audit: Audit) -> str:
     formula = f" ({summary.rstrip('.')})" if summary else ""
     return (f"Panel: {s.panel.source}. T(q): `{s.textual_evidence}`{formula}. τ = {s.tau:g} (S(q) ≤ τ keeps a "
             f"question). LLM-Inspector drops a question when more than {s.max_hits} of its LLMs answer it correctly "
-            f"blind; B-Clean drops it when a panel VLM does. Intervals: {s.bootstrap.confidence_level:.0%} percentile "
-            f"bootstrap ({s.bootstrap.n_resamples} resamples, seed {s.bootstrap.seed}) that draws a benchmark's videos "
-            f"and the blind prompts its questions share, each with all its questions: questions about one video are "
-            f"not independent, and a model's blind answer to every copy of a prompt is one answer (the two-way "
-            f"bootstrap of docs/statistics.md). Each category and the grounded subset is resampled within itself; "
-            f"within one, every model and metric is computed on the same resamples (so VG and comparisons are "
-            f"paired). All values in %.")
+            f"blind; B-Clean drops it when a panel VLM does. Intervals ({s.confidence_level:.0%}): questions "
+            f"about one video are not independent, and a model's blind answer to every copy of a prompt is one answer, "
+            f"so each figure rests on fewer independent answers than questions: the questions over the design effect "
+            f"estimated from the videos and prompts they share (docs/statistics.md). Accuracies get Wilson score "
+            f"intervals on that many answers, BG Acc_B's less the known chance, differences (VG, comparisons) t "
+            f"intervals on the per-question differences, so VG and comparisons are paired; each category and the "
+            f"grounded subset is estimated within itself. Where too few independent answers remain the interval is "
+            f"withheld and the reason printed in its place. All values in %.")
 
 
 def report_markdown(audit: Audit, out: Path, plots: dict[str, str], exported: dict[str, int]) -> str:
@@ -213,12 +225,13 @@ def report_markdown(audit: Audit, out: Path, plots: dict[str, str], exported: di
     lines = ["# Visual-dependence audit", ""]
     if not audit.headline.empty:
         lines += ["Per benchmark, from the mean of its held-out VLMs (else of every VLM), with "
-                  f"{audit.settings.bootstrap.confidence_level:.0%} intervals:", "", *lead(audit), ""]
+                  f"{audit.settings.confidence_level:.0%} intervals:", "", *lead(audit), ""]
     lines += [_settings_paragraph(audit), "",
               "## The questions behind the numbers", "",
               "Questions that share a video or a blind prompt are not independent answers. The design effect is the "
-              "variance of a mean over the variance it would have were its questions independent (mean over the "
-              "models): the figures rest on about questions / design effect independent answers.", "",
+              "variance of a mean over the variance it would have were its questions independent (here of the "
+              "evaluation models' mean correctness; per model and category in summary.csv): the figures rest on about "
+              "questions / design effect independent answers.", "",
               design_table(audit), "",
               "Models (a model is a checkpoint under one set of score-changing settings, the adapter's defaults "
               "filled in; tables use its label):", "", models_table(audit), "",

@@ -35,12 +35,21 @@ def fmt(value, digits: int = 2) -> str:
 
 
 def interval(row: pd.Series, metric: str) -> str:
-    """value [lo, hi]; where the value has no interval, why (a row's `interval_note`)."""
+    """value [lo, hi]; where the value has no interval, why (`withheld`)."""
     if metric not in row or missing(row[metric]):
         return "–"
     if missing(row[metric + "_lo"]):
-        return f"{fmt(row[metric])} (no interval: {row.get('interval_note') or 'not computed'})"
+        return f"{fmt(row[metric])} (no interval: {withheld(row, metric)})"
     return f"{fmt(row[metric])} [{fmt(row[metric + '_lo'])}, {fmt(row[metric + '_hi'])}]"
+
+
+def withheld(row, metric: str) -> str:
+    """Why a metric of a row has no interval: its own note, else its group's."""
+    for key in (f"{metric}_note", "interval_note"):
+        note = row.get(key)
+        if isinstance(note, str) and note:
+            return note
+    return "not computed"
 
 
 def p_value(value) -> str:
@@ -96,16 +105,16 @@ def global_diagnosis_table(audit: Audit) -> str:
 
 
 def design_table(audit: Audit) -> str:
-    """Per benchmark: questions, videos, distinct prompts, what the bootstrap resampled, and the design effects of
-    blind and video correctness (the mean over the models, `stats.design_effect`) with the independent answers
-    they leave."""
+    """Per benchmark: questions, videos, distinct prompts, what the intervals count as independent draws, and the
+    design effects of blind and video correctness (of the evaluation models' mean, `stats.crossed_intervals`) with
+    the independent answers they leave (per model and category: summary.csv)."""
     head = audit.headline[audit.headline["subset"] == "full"].set_index("benchmark")
     rows = []
     for b in ordered(head.index):
         r = head.loc[b]
         rows.append([name(b), f"{int(r['n']):,}", f"{int(r['n_videos']):,}", _count(r["n_prompts"]),
                      r["resampled"], _deff(r["deff_blind"], r["n"]), _deff(r["deff_video"], r["n"])])
-    return markdown(["Benchmark", "Questions", "Videos", "Distinct prompts", "Resampled",
+    return markdown(["Benchmark", "Questions", "Videos", "Distinct prompts", "Independent units",
                      "Design effect, blind (≈ independent answers)", "Design effect, video (≈ independent answers)"],
                     rows)
 

@@ -27,6 +27,10 @@ def verdict(summary: dict) -> str:
     """One line: the cross-validated accuracy of the text alone against chance, judged by its 95% interval."""
     acc, chance = summary["accuracy"], summary["chance"]
     lo, hi = summary["accuracy_ci95"]
+    if lo is None:  # too few independent answers for an interval (stress_test._bootstrap_ci)
+        return (f"**Too few independent answers to judge.** TsT-RF answers {100 * acc:.1f}% of the questions from "
+                f"their text alone against {100 * chance:.1f}% by chance, but they leave too few independent answers "
+                f"for an interval.")
     measured = (f"TsT-RF answers {100 * acc:.1f}% of the questions from their text alone (95% CI {100 * lo:.1f}-"
                 f"{100 * hi:.1f}) against {100 * chance:.1f}% by chance")
     if lo > chance:

@@ -39,10 +39,11 @@ from sklearn.ensemble import RandomForestClassifier
 from sklearn.model_selection import StratifiedGroupKFold, StratifiedKFold
 from tqdm.auto import tqdm
 
+from lmms_eval_tasks.errors import OptionError
 from lmms_eval_tasks.records import Question
 from lmms_eval_tasks.tasks import prompt_id
 from visdep_metrics.provenance import package_versions
-from visdep_metrics.stats import BootstrapSettings, crossed_bootstrap
+from visdep_metrics.stats import crossed_intervals
 from visdep_metrics.tst.features import (
     FEATURES,
     LABEL_FEATURES,
@@ -103,9 +104,10 @@ def assign_folds(groups: np.ndarray, strata: np.ndarray, folds: int, seed: int) 
     share one fold. Unstratified (one stratum) when no stratum has `folds` items."""
     n_groups = len(np.unique(groups))
     if folds < 2:
-        raise ValueError(f"folds={folds}: cross-validation needs at least 2 folds")
+        raise OptionError(f"--folds {folds}: cross-validation needs at least 2 folds")
     if n_groups < folds:
-        raise ValueError(f"{folds} folds need at least {folds} videos (groups); these questions come from {n_groups}")
+        raise OptionError(f"--folds {folds}: {folds} folds need at least {folds} videos (groups); these questions "
+                          f"come from {n_groups}")
     if np.unique(strata, return_counts=True)[1].max() < folds:
         strata = np.zeros(len(groups), dtype=int)
     fold = np.full(len(groups), -1)
@@ -190,14 +192,16 @@ def question_order_sha256(question_ids: Sequence[str]) -> str:
     return hashlib.sha256("\n".join(map(str, question_ids)).encode("utf-8")).hexdigest()
 
 
-def _bootstrap_ci(correct: np.ndarray, records: Sequence[Question], seed: int) -> list[float]:
-    """95% percentile interval of the accuracy, resampling the videos and the blind prompts questions share
-    (`stats.crossed_bootstrap`): the forest sees only the text, so the copies of one prompt get one prediction."""
-    if len(correct) < 2:
-        return [float(correct.mean()), float(correct.mean())]
-    result = crossed_bootstrap(correct[None].astype(float), None, [r.video for r in records],
-                               [prompt_id(r.document()) for r in records], BootstrapSettings(2000, seed=seed))
-    return [float(result.low[0, 0]), float(result.high[0, 0])]
+def _bootstrap_ci(correct: np.ndarray, records: Sequence[Question], seed: int) -> list[float | None]:
+    """95% interval of the accuracy as the audit computes an accuracy's (`stats.crossed_intervals`: Wilson on the
+    independent answers the shared videos and blind prompts leave): the forest sees only the text, so the copies of
+    one prompt get one prediction. [None, None] where the questions leave too few independent answers. `seed` is
+    unused: the interval draws nothing."""
+    del seed
+    found = crossed_intervals(correct[None].astype(float), None, [r.video for r in records],
+                              [prompt_id(r.document()) for r in records], 0.95)
+    low, high = float(found.low[0, 0]), float(found.high[0, 0])
+    return [None, None] if np.isnan(low) else [low, high]
 
 
 # --------------------------------------------------------------------------- the stress test
@@ -319,8 +323,9 @@ def format_summary(summary: dict) -> str:
         return f"  {name:<36} {n:>6} {100 * acc:>8.1f} {100 * chance:>7.1f} {100 * (acc - chance):>+8.1f}"
 
     lo, hi = summary["accuracy_ci95"]
+    ci = "no 95% CI: too few independent answers" if lo is None else f"95% CI {100 * lo:.1f}-{100 * hi:.1f}"
     lines = [f"{summary['model']['method']} {summary['benchmark']}: {summary['folds']}-fold cross-validated accuracy "
-             f"{100 * summary['accuracy']:.1f}% (95% CI {100 * lo:.1f}-{100 * hi:.1f}; fold std "
+             f"{100 * summary['accuracy']:.1f}% ({ci}; fold std "
              f"{100 * summary['fold_accuracy_std']:.1f}) vs chance {100 * summary['chance']:.1f}%",
              f"  {'':<36} {'n':>6} {'acc %':>8} {'chance':>7} {'gain':>8}",
              line("overall", summary["n_questions"], summary["accuracy"], summary["chance"])]

@@ -1,0 +1,173 @@
+"""Bench (run by hand): do the audit's intervals cover, and its p-values hold their level, on the real question lists?
+
+Draws simulated benchmarks from a crossed random-effects model written here, independently of the product, on the
+real VRU-Accident and MM-AU question lists (their videos and blind prompts, read through the product's loaders), and
+computes every interval with the product's `visdep_metrics.stats.crossed_intervals`, called as the audit calls it
+(`visdep_metrics/audit/intervals.py`: accuracies as proportions, BG as Acc_B less the known chance, VG and model
+differences as differences). Prints, per group and accuracy, the share of simulated benchmarks whose 95% interval
+covers the true value (and the share where the interval was withheld), and the type I error of the paired
+comparisons, raw per test and family-wise after Holm's adjustment over each benchmark's family.
+
+The model. Two models A and B of equal skill answer every question blind and with the video. Blind: right where
+u_p + w_{p,m} + e_{q,m} > c, with u_p a prompt's difficulty (shared by both models), w_{p,m} a model's own take on
+the prompt and e a small per-question term (the copies of a prompt get one blind prediction; only their answers
+differ). With the video: right where a_v + 0.6 u_p + b_{v,m} + e'_{q,m} > c', a_v a video's difficulty, b_{v,m} a
+model's own take on it. All effects normal; c and c' put every question's marginal accuracy at the target, so the
+true Acc_B = Acc_V = target, VG = 0, every A − B difference = 0, BG = target − chance.
+
+    python bench/bench_coverage.py [--benchmarks ../shared/benchmarks] [--simulations 1000] [--seed 0]
+
+The Monte Carlo standard error of a coverage near 95% over S simulations is √(0.95 · 0.05 / S): 0.7 points at 1,000.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import scipy.stats
+
+from lmms_eval_tasks.loaders import load_benchmark
+from lmms_eval_tasks.tasks import prompt_id
+from visdep_metrics.stats import crossed_intervals, holm
+
+REPO = Path(__file__).resolve().parents[1]
+ACCURACIES = (0.25, 0.5, 0.92)
+# sd of the effects: blind (u_p, w_pm, e), video (a_v, share of u_p, b_vm, e')
+BLIND_SD = (1.0, 0.7, 0.3)
+VIDEO_SD = (0.8, 0.6, 0.5, 0.7)
+QUANTITIES = ("Acc_B", "Acc_V", "BG", "VG", "ΔAcc_B", "ΔAcc_V", "ΔVG")
+
+
+def question_list(root: Path, name: str, folder: str) -> dict[str, np.ndarray]:
+    questions = load_benchmark(name, root / folder)
+    return {"video": np.unique([q.video for q in questions], return_inverse=True)[1].ravel(),
+            "prompt": np.unique([prompt_id(q.document()) for q in questions], return_inverse=True)[1].ravel(),
+            "category": np.array([str(q.category) for q in questions]),
+            "k": np.array([len(q.options) for q in questions])}
+
+
+def groups_of(name: str, design: dict[str, np.ndarray], rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """The groups the bench reports: a benchmark's whole list, VRU's three categories with the most shared prompts,
+    a grounded subset (it keeps or drops whole prompts: half of them, drawn once) alone and crossed with "location",
+    and 10 videos' 60 questions."""
+    n = len(design["video"])
+    if name == "mmau":
+        return {"MM-AU, all": np.ones(n, bool), "MM-AU, 60 questions": np.arange(n) < 60}
+    kept_prompts = rng.random(design["prompt"].max() + 1) < 0.5
+    grounded = kept_prompts[design["prompt"]]
+    location = design["category"] == "location"
+    return {"VRU, all": np.ones(n, bool), "VRU, location": location,
+            "VRU, accident type": design["category"] == "accident type",
+            "VRU, road type": design["category"] == "road type", "VRU, grounded": grounded,
+            "VRU, grounded × location": grounded & location,
+            "VRU, 10 videos (60 questions)": design["video"] < 10}
+
+
+def simulate(design: dict[str, np.ndarray], accuracy: float, rng: np.random.Generator) -> np.ndarray:
+    """One simulated benchmark: (4, n) correctness, rows blind A, blind B, video A, video B."""
+    video, prompt = design["video"], design["prompt"]
+    n, n_videos, n_prompts = len(video), video.max() + 1, prompt.max() + 1
+    u = rng.normal(0, BLIND_SD[0], n_prompts)
+    a = rng.normal(0, VIDEO_SD[0], n_videos)
+    blind_sd = np.sqrt(sum(s**2 for s in BLIND_SD))
+    video_sd = np.sqrt(VIDEO_SD[0] ** 2 + (VIDEO_SD[1] * BLIND_SD[0]) ** 2 + VIDEO_SD[2] ** 2 + VIDEO_SD[3] ** 2)
+    rows = []
+    for _ in range(2):
+        latent = u[prompt] + rng.normal(0, BLIND_SD[1], n_prompts)[prompt] + rng.normal(0, BLIND_SD[2], n)
+        rows.append(latent > -scipy.stats.norm.ppf(accuracy) * blind_sd)
+    for _ in range(2):
+        latent = (a[video] + VIDEO_SD[1] * u[prompt] + rng.normal(0, VIDEO_SD[2], n_videos)[video]
+                  + rng.normal(0, VIDEO_SD[3], n))
+        rows.append(latent > -scipy.stats.norm.ppf(accuracy) * video_sd)
+    return np.stack(rows).astype(float)
+
+
+# outputs over the rows (blind A, blind B, video A, video B), as the audit forms them, and whether each is a proportion
+CONTRASTS = np.array([[1, 0, 0, 0], [0, 0, 1, 0], [-1, 0, 1, 0], [1, -1, 0, 0], [0, 0, 1, -1], [-1, 1, 1, -1]],
+                     dtype=float)
+PROPORTION = np.array([True, True, False, False, False, False])
+ROBUST = np.array([False, True, True, False, False, False])  # a model's video answers, as the audit marks them
+
+
+def run_cell(design: dict[str, np.ndarray], groups: dict[str, np.ndarray], accuracy: float, simulations: int,
+             rng: np.random.Generator) -> tuple[dict, dict]:
+    """Per group and quantity: (covered, withheld) counts; and the family's raw and Holm-adjusted false rejections."""
+    members = np.stack(list(groups.values()))
+    chance = np.array([np.mean(1.0 / design["k"][keep]) for keep in members])
+    truth = np.array([accuracy, accuracy, 0.0, 0.0, 0.0, 0.0])
+    covered = np.zeros((len(members), len(QUANTITIES)))
+    withheld = np.zeros_like(covered)
+    family = {"raw": 0, "holm": 0, "tests": 0}
+    for _ in range(simulations):
+        found = crossed_intervals(simulate(design, accuracy, rng), members, design["video"], design["prompt"], 0.95,
+                                  CONTRASTS, PROPORTION, ROBUST)
+        low, high = found.low, found.high
+        hit = (low <= truth) & (truth <= high)
+        given = ~np.isnan(low)
+        # columns: Acc_B, Acc_V, BG (Acc_B's interval less chance: covers exactly where Acc_B's does), VG, deltas
+        order = [0, 1, 0, 2, 3, 4, 5]
+        covered += hit[:, order]
+        withheld += ~given[:, order]
+        p = found.p_value[:, 3:]
+        family["tests"] = int(np.isfinite(p).sum())
+        family["raw"] += bool((p < 0.05).any())
+        family["holm"] += bool((holm(p) < 0.05).any())
+    del chance  # BG's truth is accuracy - chance and its interval Acc_B's less chance: its coverage is Acc_B's
+    return {"covered": covered, "withheld": withheld}, family
+
+
+def cell_text(covered: float, withheld: float, simulations: int) -> str:
+    given = simulations - withheld
+    if given == 0:
+        return "withheld"
+    text = f"{100 * covered / given:.1f}"
+    return text + (f" ({100 * withheld / simulations:.0f}% withheld)" if withheld >= 0.01 * simulations else "")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--benchmarks", type=Path, default=REPO.parent / "shared" / "benchmarks",
+                        help="folder with vru_accident/ and mm_au/ (default ../shared/benchmarks)")
+    parser.add_argument("--simulations", type=int, default=1000,
+                        help="simulated benchmarks per cell (default 1000)")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    if not (args.benchmarks / "vru_accident").is_dir() or not (args.benchmarks / "mm_au").is_dir():
+        print(f"--benchmarks {args.benchmarks}: no vru_accident/ and mm_au/ there", file=sys.stderr)
+        return 2
+    rng = np.random.default_rng(args.seed)
+    lists = {"vru_accident": question_list(args.benchmarks, "vru_accident", "vru_accident"),
+             "mmau": question_list(args.benchmarks, "mmau", "mm_au")}
+    s = args.simulations
+    print(f"{s} simulated benchmarks per cell; Monte Carlo SE of a 95% coverage "
+          f"{100 * np.sqrt(0.95 * 0.05 / s):.1f} points, of a 5% error rate {100 * np.sqrt(0.05 * 0.95 / s):.1f}")
+    header = "| group | n | accuracy | " + " | ".join(QUANTITIES) + " |"
+    table, families = [header, "|" + "---|" * (len(QUANTITIES) + 3)], []
+    started = time.perf_counter()
+    for name, design in lists.items():
+        groups = groups_of(name, design, rng)
+        for accuracy in ACCURACIES:
+            counts, family = run_cell(design, groups, accuracy, s, rng)
+            for g, (group, keep) in enumerate(groups.items()):
+                table.append(f"| {group} | {int(keep.sum())} | {accuracy:.2f} | " + " | ".join(
+                    cell_text(counts["covered"][g, j], counts["withheld"][g, j], s) for j in range(len(QUANTITIES)))
+                    + " |")
+            families.append(f"| {'VRU-Accident' if name == 'vru_accident' else 'MM-AU'} | {accuracy:.2f} | "
+                            f"{family['tests']} | {100 * family['raw'] / s:.1f} | {100 * family['holm'] / s:.1f} |")
+            print(f"  {name} at {accuracy:.2f} done ({time.perf_counter() - started:.0f} s)", file=sys.stderr)
+    print("\nCoverage of the 95% intervals (%; Δ: model A − model B, so 100 − coverage is the raw type I error of its "
+          "p < 0.05):\n")
+    print("\n".join(table))
+    print("\nFamily-wise type I error (%): a family is every Δ p-value of one simulated benchmark's groups\n")
+    print("| benchmark | accuracy | tests in the family | any raw p < 0.05 | any Holm-adjusted p < 0.05 |")
+    print("|---|---|---|---|---|")
+    print("\n".join(families))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
