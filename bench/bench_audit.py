@@ -5,11 +5,12 @@ Writes an lmms-eval output tree in the 0.7.3 format (one folder per model, `<dat
 the visdep record and the prompt as `input`), 100,000 questions spread over the four benchmarks
 (categories, varying K, questions per video and blind prompts shared across videos as in the real ones: the
 intervals resample videos and prompts), then runs the real `visdep audit` command on it with a panel (3 text
-LLMs, 5 VLMs, 2 held out) and reports its wall time, CPU time and peak memory, with their ratios to the targets,
-and the command's own phases (read and compute, write: wall and CPU). The benchmarks of trees of 64 MB or more are
-read and computed by forked processes side by side, one per core (`--processes 1`: all in the audit's own process),
-so memory is the peak of the RSS summed over all its processes (sampled every 50 ms; an upper bound, as pages a
-child shares with its parent count twice).
+LLMs, 5 VLMs, 2 held out; `--no-explorer`: bench_explorer.py times the explorer page on this tree) and reports
+its wall time, CPU time and peak memory, with their ratios to the targets, and the command's own phases (read and
+compute, write: wall and CPU). The benchmarks of trees of 64 MB or more are read and computed by forked processes
+side by side, one per core (`--processes 1`: all in the audit's own process), so memory is the peak of the RSS
+summed over all its processes (sampled every 50 ms; an upper bound, as pages a child shares with its parent count
+twice).
 
     python bench/bench_audit.py [--questions 100000] [--models 10] [--processes N] [--no-prompt-ids]
                                 [--workdir DIR] [--keep]
@@ -183,8 +184,10 @@ def main() -> int:
            | ({"VISDEP_AUDIT_PROCESSES": str(args.processes)} if args.processes else {}))
     start = time.perf_counter()
     with open(log, "w") as stderr:
+        # the explorer page is timed apart (bench/bench_explorer.py: its build time and size on this tree)
         child = subprocess.Popen([sys.executable, "-m", "visdep_metrics.cli.main", "audit", str(runs), "--panel",
-                                  str(panel), "--out", str(out)], stdout=subprocess.DEVNULL, stderr=stderr, env=env)
+                                  str(panel), "--out", str(out), "--no-explorer"], stdout=subprocess.DEVNULL,
+                                 stderr=stderr, env=env)
         sampler = TreeMemory(child.pid)
         sampler.start()
         # the audit's rusage (with the processes it forked), not the tree writers'

@@ -22,6 +22,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from lmms_eval_tasks.loaders import get_benchmark
+from lmms_eval_tasks.records import BenchmarkDataError
 from lmms_eval_tasks.task_yaml import FULL_SPLIT, TASKS_DIR, spec_task_path, task_yaml
 
 _SUFFIX = re.compile(r"^[a-z][a-z0-9_]*$")
@@ -34,7 +35,7 @@ def full_task_file(benchmark: str, mode: str) -> Path:
         return TASKS_DIR / benchmark / f"{benchmark}_{mode}.yaml"
     path = spec_task_path(spec, benchmark, mode)
     if not path.is_file():
-        raise FileNotFoundError(f"{path}: not found; write the tasks of {benchmark} first: visdep spec init {spec}")
+        raise BenchmarkDataError(f"{path}: not found; write the tasks of {benchmark} first: visdep spec init {spec}")
     return path
 
 

@@ -97,7 +97,7 @@ def get_benchmark(name: str) -> Benchmark:
     try:
         return BENCHMARKS[name]
     except KeyError:
-        raise KeyError(f"unknown benchmark {name!r}; known: {', '.join(BENCHMARKS)}") from None
+        raise BenchmarkDataError(f"unknown benchmark {name!r}; known: {', '.join(BENCHMARKS)}") from None
 
 
 def benchmark_root(name: str, root: str | os.PathLike | None = None) -> Path | None:
@@ -105,8 +105,10 @@ def benchmark_root(name: str, root: str | os.PathLike | None = None) -> Path | N
     For a hub benchmark, the local copy of its annotations (a file or folder), or None: the Hugging Face dataset
     (or its cache)."""
     bench = get_benchmark(name)
+    given = f"{bench.env_var}={root}"  # what the message names: where the root came from
     if root is None:
         value = os.environ.get(bench.env_var)
+        given = f"{bench.env_var}={value}"
         if not value:
             if bench.hub is not None:
                 return None
@@ -114,14 +116,15 @@ def benchmark_root(name: str, root: str | os.PathLike | None = None) -> Path | N
                 raise BenchmarkDataError(f"{bench.env_var} is not set. Point it at {bench.layout}, e.g. export "
                                          f"{bench.env_var}=/data/{name}")
             value = bench.default_root
+            given = f"{bench.env_var} unset, so the spec's root_default {value}"
         root = value
     path = Path(root).expanduser()
     if bench.hub is not None:
         if not path.exists():
-            raise BenchmarkDataError(f"{bench.env_var}={root}: not found. Expected {bench.layout}")
+            raise BenchmarkDataError(f"{given}: not found. Expected {bench.layout}")
         return path
     if not path.is_dir():
-        raise BenchmarkDataError(f"{bench.env_var}={root}: not a directory. Expected {bench.layout}")
+        raise BenchmarkDataError(f"{given}: not a directory. Expected {bench.layout}")
     return path
 
 

@@ -14,10 +14,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from lmms_eval_tasks.errors import VisdepError
+
 LETTERS = string.ascii_uppercase
 
 
-class BenchmarkDataError(ValueError):
+class BenchmarkDataError(VisdepError):
     """A benchmark root, file or record that cannot be read as the official format."""
 
 
@@ -40,6 +42,18 @@ def read_json(path: Path):
             return json.load(f)
     except json.JSONDecodeError as e:
         raise fail(path, f"not valid JSON ({e})") from e
+    except UnicodeDecodeError as e:
+        raise fail(path, not_utf8(e)) from e
+    except IsADirectoryError as e:
+        raise fail(path, "a folder, not a file") from e
+    except PermissionError as e:
+        raise fail(path, f"cannot read it ({e.strerror})") from e
+
+
+def not_utf8(error: UnicodeDecodeError) -> str:
+    """What to say of a file that is not UTF-8 text (e.g. Latin-1 from a spreadsheet)."""
+    return (f"not UTF-8 text (byte 0x{error.object[error.start]:02x} at position {error.start}); save it as UTF-8 "
+            f"(Excel: CSV UTF-8)")
 
 
 def as_int(value, field: str) -> int:

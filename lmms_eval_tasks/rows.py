@@ -12,7 +12,7 @@ import json
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from lmms_eval_tasks.records import BenchmarkDataError, read_json
+from lmms_eval_tasks.records import BenchmarkDataError, not_utf8, read_json
 
 FORMATS = ("json", "jsonl", "csv", "parquet", "hf_disk")
 SUFFIX_FORMATS = {".json": "json", ".jsonl": "jsonl", ".ndjson": "jsonl", ".csv": "csv", ".parquet": "parquet"}
@@ -52,6 +52,16 @@ def read_rows(path: Path, fmt: str | None = None, split: str | None = None, nest
         raise RowsError(path, f"format {fmt!r}: expected one of {', '.join(FORMATS)}", "format")
     if fmt != "hf_disk" and not path.is_file():
         raise RowsError(path, "not found")
+    try:
+        yield from _rows(path, fmt, split, nesting, keyed_records)
+    except UnicodeDecodeError as e:
+        raise RowsError(path, not_utf8(e)) from e
+    except PermissionError as e:
+        raise RowsError(path, f"cannot read it ({e.strerror})") from e
+
+
+def _rows(path: Path, fmt: str, split: str | None, nesting: Sequence[str],
+          keyed_records: bool) -> Iterator[tuple[dict, str]]:
     if fmt == "json":
         yield from _json_rows(path, split, tuple(nesting), keyed_records)
     elif fmt == "jsonl":

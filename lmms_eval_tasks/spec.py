@@ -48,7 +48,7 @@ from typing import Any
 
 import yaml
 
-from lmms_eval_tasks.records import LETTERS, BenchmarkDataError, RecordError
+from lmms_eval_tasks.records import LETTERS, BenchmarkDataError, RecordError, not_utf8
 from lmms_eval_tasks.rows import FORMATS
 
 ANSWER_KINDS = ("index", "index1", "letter", "text")
@@ -176,6 +176,10 @@ def _load_yaml(spec_path: Path) -> dict:
         raw = yaml.safe_load(spec_path.read_text(encoding="utf-8"))
     except yaml.YAMLError as e:
         raise SpecError(f"{spec_path}: not valid YAML ({e})") from None
+    except UnicodeDecodeError as e:
+        raise SpecError(f"{spec_path}: {not_utf8(e)}") from None
+    except OSError as e:
+        raise SpecError(f"{spec_path}: cannot read the spec ({e.strerror})") from None
     if not isinstance(raw, dict):
         raise SpecError(f"{spec_path}: expected a mapping of spec keys ({', '.join(SPEC_KEYS)})")
     unknown = [k for k in raw if k not in SPEC_KEYS]

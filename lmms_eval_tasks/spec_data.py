@@ -14,6 +14,7 @@ from pathlib import Path
 from lmms_eval_tasks.loaders import BENCHMARKS, Benchmark
 from lmms_eval_tasks.records import LETTERS, Question, RecordError, answer_letter, answer_text, as_int
 from lmms_eval_tasks.rows import RowsError, read_rows
+from lmms_eval_tasks.shipped import config_file
 from lmms_eval_tasks.spec import BenchmarkSpec, missing, read_spec, spec_error
 from lmms_eval_tasks.traffic import STRAY_MARKER_KEPT, split_lettered_options, stray_marker
 from lmms_eval_tasks.unusable import BenchmarkData, Unusable
@@ -238,8 +239,9 @@ def register_spec(path: str | Path) -> Benchmark:
 
 
 def register_specs(paths: list[str] | None) -> list[str]:
-    """Register every spec of a repeatable `--spec` option; returns their benchmark names."""
-    return [register_spec(p).name for p in paths or []]
+    """Register every spec of a repeatable `--spec` option (a file, or the name of a shipped example spec:
+    `lmms_eval_tasks.shipped`); returns their benchmark names."""
+    return [register_spec(config_file(p, "specs")).name for p in paths or []]
 
 
 def registered_spec(name: str) -> BenchmarkSpec | None:

@@ -88,7 +88,11 @@ def write_spec_tasks(spec: BenchmarkSpec, categories: list[str], overwrite: bool
         if path.exists() and not overwrite and not path.read_text(encoding="utf-8").startswith(SPEC_YAML_HEADER):
             raise spec_error(spec.path, "name", f"{path} exists and was not written by visdep spec init; choose "
                                                 f"another name or pass --force")
-    data_file.write_text(json.dumps({"spec": str(spec.path)}) + "\n", encoding="utf-8")
-    for mode, path in zip(("blind", "video"), yamls, strict=True):
-        path.write_text(spec_task_yaml(spec, mode, categories), encoding="utf-8")
+    try:
+        data_file.write_text(json.dumps({"spec": str(spec.path)}) + "\n", encoding="utf-8")
+        for mode, path in zip(("blind", "video"), yamls, strict=True):
+            path.write_text(spec_task_yaml(spec, mode, categories), encoding="utf-8")
+    except OSError as e:
+        raise spec_error(spec.path, "name", f"cannot write the tasks beside the spec: {e.filename}: {e.strerror} "
+                                            f"(copy the spec into a folder of your own)") from e
     return [*yamls, data_file]

@@ -3,11 +3,13 @@ checkpoints, and a runner for the real lmms-eval command line."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from tests.helpers.lmms_cli import SHARED_BENCHMARKS
+from tests.helpers.lmms_cli import SHARED_BENCHMARKS, lmms_eval_env
 
 
 @pytest.fixture(scope="session")
@@ -33,6 +35,18 @@ def fixture_env(tmp_path_factory) -> dict[str, str]:
     from visdep_metrics.demo.fixtures import write_fixtures
 
     return write_fixtures(tmp_path_factory.mktemp("benchmarks"))
+
+
+@pytest.fixture(scope="session")
+def demo(tmp_path_factory) -> tuple[Path, Path]:
+    """`visdep demo`, run once for every test that reads it (tests/test_demo.py, the explorer's browser tests):
+    (its OUT, the cache of the checkpoints it trained)."""
+    root = tmp_path_factory.mktemp("demo")
+    out, cache = root / "demo", root / "cache"
+    proc = subprocess.run([sys.executable, "-m", "visdep_metrics.cli.main", "demo", "--out", str(out), "--cache-dir",
+                           str(cache)], env=lmms_eval_env({}), capture_output=True, text=True, timeout=1500)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return out, cache
 
 
 @pytest.fixture(scope="session", autouse=True)

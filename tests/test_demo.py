@@ -32,16 +32,6 @@ BAND = {True: ((0.62, 0.74), (0.76, 0.88)),  # SmolLM2 in the text panel (measur
         False: ((0.70, 0.82), (0.79, 0.91))}  # without it (measured 0.76, 0.85)
 
 
-@pytest.fixture(scope="module")
-def demo(tmp_path_factory) -> tuple[Path, Path]:
-    root = tmp_path_factory.mktemp("demo")
-    out, cache = root / "demo", root / "cache"
-    proc = subprocess.run([sys.executable, "-m", "visdep_metrics.cli.main", "demo", "--out", str(out), "--cache-dir",
-                           str(cache)], env=lmms_eval_env({}), capture_output=True, text=True, timeout=1500)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    return out, cache
-
-
 def samples(out: Path) -> dict[str, dict[str, pd.DataFrame]]:
     """{pretrained: {mode: rows (question_id, logprobs, answer)}} from every run lmms-eval wrote."""
     found: dict[str, dict[str, pd.DataFrame]] = {}

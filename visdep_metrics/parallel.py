@@ -67,8 +67,7 @@ def forked_map(function: Callable[[T], R], items: Sequence[T], sizes: Sequence[i
             return [_counted(function(item), progress) for item in items]
         order = sorted(range(len(items)), key=lambda i: -sizes[i])
         # The Python docs' advice before fork(): frozen, the objects the children inherit are never touched by their
-        # collections, so their pages are not copied and not traversed (the audit bench's reading: 11.1 -> 9.9 s
-        # of CPU).
+        # collections, so their pages are not copied and not traversed.
         gc.freeze()
         try:
             with ProcessPoolExecutor(max_workers=processes, mp_context=fork_context(), initializer=_one_core) as pool:
@@ -81,8 +80,7 @@ def forked_map(function: Callable[[T], R], items: Sequence[T], sizes: Sequence[i
 
 def _one_core() -> None:
     """A forked process is one core's worth of work: BLAS threads of its own would only compete with the other
-    processes for the same cores (OpenBLAS's waiting threads spin). On the audit bench the bootstraps' CPU time fell
-    from 7.4 s to 2.8 s, the whole audit from 13.5 s to 11.5 s."""
+    processes for the same cores (OpenBLAS's waiting threads spin, burning CPU the other processes need)."""
     threadpool_limits(limits=1, user_api="blas")
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tests.helpers.runs import visdep_record, write_run
+from tests.helpers.runs import log_probabilities, visdep_record, write_run
 
 
 @pytest.fixture
@@ -16,7 +16,7 @@ def toy_tree(tmp_path):
     root = tmp_path / "runs"
 
     def logprobs_for(kind):
-        return [list(rng.normal(0, 1.5, k)) for _ in range(n)]
+        return [log_probabilities(rng.normal(0, 1.5, k)) for _ in range(n)]
 
     def records(mode, lps):
         return [visdep_record(f"cap-{i}", "mmau", mode, i % k, lp) for i, lp in enumerate(lps)]

@@ -14,7 +14,7 @@ from visdep_metrics.cli.main import main
     (["tst", "--out", "{tmp}/tst"], "tst", "name the benchmark: --benchmark NAME"),
     (["ibp", "--benchmark", "mmau", "--root", "{tmp}/no_download", "--out", "{tmp}/ibp", "--budget", "3",
       "--batch-size", "1"], "ibp", "no_download"),
-    (["tst", "--benchmark", "mmau", "--out", "{tmp}/precious"], "tst", "is not an earlier visdep tst output"),
+    (["tst", "--benchmark", "mmau", "--out", "{tmp}/precious"], "tst", "holds what visdep tst did not write there"),
 ])
 def test_input_errors_are_reported_in_one_line(tmp_path, capsys, argv, command, message):
     write_run(tmp_path / "runs", "org/vlm", {"mmau_blind": records_from_correct("mmau", "blind", [1, 0], [5, 5])})

@@ -65,7 +65,7 @@ def test_inferred_panel_and_roles():
     ("text_llms: a\n", "must be a list"),
     ("text_llms: [a, a]\n", "twice"),
     ("held_out: [c]\n", "neither text_llms nor vlms"),
-    ("text_llms: [a]\ntau: high\n", "tau must be a number"),
+    ("text_llms: [a]\ntau: high\n", r"tau must lie in \[0, 1\)"),
     ("text_llms: [a]\n: [\n", "not valid YAML"),
 ])
 def test_bad_panel_files(tmp_path, text, message):

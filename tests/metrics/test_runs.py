@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tests.helpers.runs import records_from_correct, visdep_record, write_run
+from tests.helpers.runs import log_probabilities, records_from_correct, visdep_record, write_run
 from visdep_metrics.audit.pairing import load_runs
 from visdep_metrics.audit.runs import model_identity
 from visdep_metrics.audit.samples import RunDataError
@@ -131,7 +131,7 @@ def test_video_run_that_dropped_questions_is_audited_on_the_questions_both_modes
     assert bench.correct_blind.tolist() == [[1, 0, 0, 0], [0, 0, 0, 0]]  # org/llm, org/vlm
     assert bench.correct_video[1].tolist() == [1, 1, 0, 0]
     out = tmp_path / "audit"
-    assert main(["audit", str(runs), "--out", str(out), "--n-resamples", "20"]) == 0
+    assert main(["audit", str(runs), "--out", str(out)]) == 0
     report = (out / "report.md").read_text()
     assert "2 question(s) are left out of every metric because a video run lacks them" in report
     manifest = json.loads((out / "audit.json").read_text())
@@ -214,7 +214,7 @@ def test_out_folder_that_is_not_an_audit_is_left_alone(tmp_path, capsys):
     out.mkdir()
     (out / "notes.txt").write_text("keep me")
     assert main(["audit", str(tmp_path / "runs"), "--out", str(out)]) == 2
-    assert "is not an earlier visdep audit output" in capsys.readouterr().err
+    assert "holds what visdep audit did not write there (notes.txt)" in capsys.readouterr().err
     assert [p.name for p in out.iterdir()] == ["notes.txt"]
 
 
@@ -228,7 +228,8 @@ def varied_tree(root):
     categories = [["spatial", "temporal", None][i % 3] for i in range(40)]
 
     def records(mode):
-        return [visdep_record(f"ab-{i}", "accidentbench", mode, answers[i], rng.normal(-2, 1, k),
+        return [visdep_record(f"ab-{i}", "accidentbench", mode, answers[i],
+                              log_probabilities(rng.normal(-2, 1, k)),
                               category=categories[i], video=f"v{i // 4}.mp4", prompt_id=f"p{i % 7}")
                 for i, k in enumerate(ks)]
 
@@ -247,11 +248,11 @@ def test_benchmarks_audited_in_worker_processes_equal_those_audited_here(tmp_pat
     from visdep_metrics.audit.compute import run_audit
 
     root = varied_tree(tmp_path / "runs")
-    here = run_audit([root], n_resamples=50)
+    here = run_audit([root])
     monkeypatch.setattr(parallel, "PARALLEL_BYTES", 0)
     if parallel.process_count(2, 1) < 2:
         pytest.skip("one usable core: the audit does not fork")
-    forked = run_audit([root], n_resamples=50)
+    forked = run_audit([root])
     for name in ("summary", "questions", "filters", "sweep", "headline"):
         pd.testing.assert_frame_equal(getattr(forked, name), getattr(here, name), obj=name)
     bench = forked.runs.benchmarks["accidentbench"]
@@ -273,7 +274,7 @@ def test_an_error_in_a_worker_process_names_the_file_and_line(tmp_path, monkeypa
     path.write_text("\n".join(lines) + "\n")
     monkeypatch.setattr(parallel, "PARALLEL_BYTES", 0)
     with pytest.raises(RunDataError, match=f"{path}:8: question 'ab-7': non-finite option log-probabilities"):
-        run_audit([root], n_resamples=20)
+        run_audit([root])
 
 
 # --------------------------------------------------------------------------- models told apart by settings
@@ -348,9 +349,9 @@ def test_a_panel_must_name_which_frame_budget_it_means(tmp_path):
     panel.write_text("text_llms: [org/llm]\nvlms: [org/vlm]\n")
     with pytest.raises(PanelError, match=r"panel entry 'org/vlm' names 2 models .*'org/vlm \[max_frames=4\]', "
                                          r"'org/vlm \[max_frames=8\]'"):
-        run_audit([tmp_path / "runs"], panel_path=panel, n_resamples=10)
+        run_audit([tmp_path / "runs"], panel_path=panel)
     panel.write_text("text_llms: [org/llm]\nvlms: ['org/vlm [max_frames=8]']\n")
-    audit = run_audit([tmp_path / "runs"], panel_path=panel, n_resamples=10)
+    audit = run_audit([tmp_path / "runs"], panel_path=panel)
     assert audit.panel.vlms == ("org/vlm [max_frames=8]",) and audit.roles["org/vlm [max_frames=4]"] == "vlm"
 
 

@@ -8,6 +8,7 @@ visdep loaders."""
 from __future__ import annotations
 
 import json
+import shutil
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -15,6 +16,7 @@ import pandas as pd
 import pytest
 
 from tests.helpers.lmms_cli import lmms_eval_env, read_results, read_samples, run_lmms_eval
+from tests.helpers.runs import dummy_as_log_probabilities
 from visdep_metrics.demo.fixtures import write_general_fixtures
 
 pytestmark = pytest.mark.slow
@@ -148,7 +150,10 @@ def test_the_audit_reports_them_like_the_traffic_benchmarks(general_runs, tmp_pa
     from visdep_metrics.cli.main import main
 
     out, _, _ = general_runs["dummy"]
-    assert main(["audit", str(out), "--out", str(tmp_path / "audit")]) == 0
+    runs = tmp_path / "runs"
+    shutil.copytree(out, runs)
+    dummy_as_log_probabilities(runs)
+    assert main(["audit", str(runs), "--out", str(tmp_path / "audit")]) == 0
     summary = pd.read_csv(tmp_path / "audit" / "summary.csv")
     assert set(summary["benchmark"]) == set(GENERAL)
     report = (tmp_path / "audit" / "report.md").read_text()

@@ -15,6 +15,7 @@ from lmms_eval_tasks.discovery import task_name_clashes
 from lmms_eval_tasks.layouts import write_mp4
 from lmms_eval_tasks.spec import read_spec
 from tests.helpers.lmms_cli import lmms_eval_env, read_results, read_samples, run_lmms_eval
+from tests.helpers.runs import dummy_as_log_probabilities
 from visdep_metrics.cli.main import main
 from visdep_metrics.demo.fixtures import _frames
 
@@ -88,6 +89,7 @@ def test_spec_from_csv_to_verdict(csv_benchmark, tiny_models, tmp_path):
     assert results["street_colours_video"]["acc,none"] == pytest.approx(sum(at_a) / len(at_a))
     colour_at_a = [q["answer_index"] == 0 for q in expected if q["category"] == "colour"]
     assert results["street_colours_blind"]["acc_colour,none"] == pytest.approx(sum(colour_at_a) / len(colour_at_a))
+    dummy_as_log_probabilities(runs / "dummy")
 
     proc = run_lmms_eval(["--model", "visdep_llm", "--model_args", f"pretrained={tiny_models['qwen2']}",
                           "--include_path", str(root), "--tasks", "street_colours_blind"], env, runs / "llm")
@@ -103,8 +105,7 @@ def test_spec_from_csv_to_verdict(csv_benchmark, tiny_models, tmp_path):
     assert summary["question_order_sha256"] == hashlib.sha256("\n".join(ids).encode()).hexdigest()
 
     audit = tmp_path / "audit"
-    assert main(["audit", str(runs), "--spec", str(spec), "--tst", str(tst), "--out", str(audit),
-                 "--n-resamples", "50"]) == 0
+    assert main(["audit", str(runs), "--spec", str(spec), "--tst", str(tst), "--out", str(audit)]) == 0
     questions = pd.read_csv(audit / "questions.csv")
     assert questions["question_id"].tolist() == ids
     assert questions["answer_index"].tolist() == [q["answer_index"] for q in expected]

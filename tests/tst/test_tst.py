@@ -207,5 +207,5 @@ def test_out_is_checked_before_the_cross_validation(shortcut_root, tmp_path, mon
         extra = ["--budget", "10", "--batch-size", "5"] if command == "ibp" else []
         assert main([command, "--benchmark", "vru_accident", "--root", str(shortcut_root), "--out", str(foreign),
                      *extra]) == 2
-        assert f"{foreign}: exists and is not an earlier visdep {command} output" in capsys.readouterr().err
+        assert f"{foreign}: holds what visdep {command} did not write there (mine.txt)" in capsys.readouterr().err
     assert [p.name for p in foreign.iterdir()] == ["mine.txt"]

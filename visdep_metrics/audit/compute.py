@@ -31,34 +31,20 @@ from visdep_metrics.audit.filters import (
     sweep_taus,
     threshold_sweep,
 )
-from visdep_metrics.audit.intervals import METRICS, Design, comparison_rows, frame_rows, summary_rows
-from visdep_metrics.audit.nonvisual import StressTest, align_stress_test, read_stress_test
+from visdep_metrics.audit.intervals import METRICS, Design, adjust_family, comparison_rows, frame_rows, summary_rows
+from visdep_metrics.audit.nonvisual import StressTest, StressTestError, align_stress_test, read_stress_test
 from visdep_metrics.audit.pairing import BenchmarkResults, RunPlan, RunSet, plan_runs, read_benchmark
 from visdep_metrics.audit.panels import Panel, check_panel, inferred_panel, load_panel, resolve_panel
 from visdep_metrics.audit.runs import ModelInfo, RunFile, resolve_model_keys
-from visdep_metrics.audit.samples import RunDataError, read_prompts
+from visdep_metrics.audit.samples import read_prompts
+from visdep_metrics.audit.settings import AuditSettings, check_settings
 from visdep_metrics.parallel import cpu_seconds, forked_map
 from visdep_metrics.provenance import HashCache, package_versions
-from visdep_metrics.stats import BootstrapSettings
 
 TOP_SHORTCUTS = 20
 QUESTION_COLUMNS = ["benchmark", "question_id", "category", "source", "video", "prompt_id", "n_options",
                     "answer_index", "T", "V", "S", "grounded", "inspector_hits", "kept_llm_inspector", "kept_b_clean",
                     "s_tst", "tst_correct"]
-
-
-@dataclass(frozen=True)
-class AuditSettings:
-    """What every benchmark's tables are computed with, once the runs are read and the panel resolved."""
-
-    panel: Panel
-    tau: float
-    max_hits: int
-    roles: dict[str, str]  # model -> held_out / panel_vlm / panel_llm / vlm / text_llm
-    bootstrap: BootstrapSettings
-    textual_evidence: str  # a name in diagnostics.TEXTUAL_EVIDENCE: T(q)'s formula
-    baseline: str | None = None  # every other model is compared with it
-    stress_tests: dict[str, StressTest] = field(default_factory=dict)  # benchmark -> `visdep tst` output
 
 
 @dataclass
@@ -218,12 +204,12 @@ def _top_shortcuts(bench: BenchmarkResults, scores: pd.DataFrame) -> pd.DataFram
 def _design_notes(bench: BenchmarkResults) -> list[str]:
     if bench.videos is None:
         return [f"{bench.benchmark}: the samples name no video for some questions (runs written before visdep "
-                f"recorded `video`): intervals resample questions, which is too narrow where several questions share "
-                f"a video; rerun with the current tasks to resample videos"]
+                f"recorded `video`): intervals count each question as its own video, which is too narrow where several "
+                f"questions share a video; rerun with the current tasks to count videos"]
     if bench.prompts is None:
         return [f"{bench.benchmark}: the samples name no blind prompt for some questions (runs written before visdep "
-                f"recorded `prompt_id`): intervals resample videos only, which is too narrow where questions about "
-                f"different videos share a prompt; rerun with the current tasks to resample prompts too"]
+                f"recorded `prompt_id`): intervals count shared videos only, which is too narrow where questions about "
+                f"different videos share a prompt; rerun with the current tasks to count shared prompts too"]
     return []
 
 
@@ -253,14 +239,13 @@ def _audit_benchmark(job: tuple[str, list[RunFile]], model_info: dict[str, Model
                                          "tst_solvability": 100.0 * scores["tst_correct"].to_numpy()[keep].mean(),
                                          "chance": 100.0 * chance(scores["n_options"].to_numpy()[keep])})
     design = Design.of(bench)
-    part.summary, part.headline = summary_rows(bench, scores, settings.roles, design, settings.bootstrap)
+    part.summary, part.headline = summary_rows(bench, scores, settings, design)
     part.filters = _filter_rows(bench, scores, settings.roles)
     if settings.baseline is not None:
         selected_by = {m for models in part.panel_used.loc[part.panel_used["panel"].isin(["T", "V"]), "models"]
                        for m in models}
-        part.comparison = comparison_rows(bench, scores, settings.baseline, bench.models, settings.roles, design,
-                                          settings.bootstrap, sorted(selected_by))
-    part.frames = frame_rows(bench, scores, part.summary, model_info, settings.roles, design, settings.bootstrap)
+        part.comparison = comparison_rows(bench, scores, settings, design, selected_by=sorted(selected_by))
+    part.frames = frame_rows(bench, scores, part.summary, model_info, settings, design)
     part.sweeps = _sweep_rows(bench, scores)
     part.questions = scores
     part.top_shortcuts = _top_shortcuts(bench, scores)
@@ -304,7 +289,8 @@ def _stress_tests(tst_dirs: Sequence[str | Path]) -> dict[str, StressTest]:
     for folder in tst_dirs:
         test = read_stress_test(folder)
         if test.benchmark in found:
-            raise ValueError(f"two --tst folders for {test.benchmark}: {found[test.benchmark].folder} and {folder}")
+            raise StressTestError(f"two --tst folders for {test.benchmark}: {found[test.benchmark].folder} and "
+                                  f"{folder}")
         found[test.benchmark] = test
     return found
 
@@ -312,7 +298,8 @@ def _stress_tests(tst_dirs: Sequence[str | Path]) -> dict[str, StressTest]:
 def _percent(frame: pd.DataFrame) -> pd.DataFrame:
     """Accuracies and gaps in %, and every delta_ column but p-values."""
     percent = {"chance", *METRICS, *(f"{m}_{bound}" for m in METRICS for bound in ("lo", "hi"))}
-    columns = [c for c in frame.columns if c in percent or (c.startswith("delta_") and not c.endswith("_p"))]
+    columns = [c for c in frame.columns
+               if c in percent or (c.startswith("delta_") and not c.endswith(("_p", "_p_adj", "_note")))]
     frame[columns] = frame[columns] * 100.0
     return frame
 
@@ -321,18 +308,18 @@ def _table(rows: list) -> pd.DataFrame:
     return _percent(pd.DataFrame(rows))
 
 
-def run_audit(run_dirs: Sequence[str | Path], panel_path: str | Path | None = None, tau: float | None = None,
-              max_hits: int | None = None, tst_dirs: Sequence[str | Path] = (), n_resamples: int = 1000,
-              confidence_level: float = 0.95, seed: int = 0, baseline: str | None = None,
+def run_audit(run_dirs: Sequence[str | Path], *, panel_path: str | Path | None = None, tau: float | None = None,
+              max_hits: int | None = None, tst_dirs: Sequence[str | Path] = (),
+              confidence_level: float = 0.95, baseline: str | None = None,
               labels: dict[str, str] | None = None, textual_evidence: str = "paper") -> Audit:
     """Read the runs under `run_dirs` and compute every table of the audit (see `report.write_audit`).
 
     `baseline`: a model (its name, its label, or its `pretrained=` when that checkpoint has one model) every
     other model is compared with, question by question. `labels`: NAME -> ALIAS for the report.
-    `textual_evidence`: T(q)'s formula, a name in `diagnostics.TEXTUAL_EVIDENCE`."""
-    if textual_evidence not in TEXTUAL_EVIDENCE:
-        raise ValueError(f"unknown textual evidence {textual_evidence!r}; known: {', '.join(TEXTUAL_EVIDENCE)}")
-    bootstrap = BootstrapSettings(n_resamples, confidence_level, seed)
+    `textual_evidence`: T(q)'s formula, a name in `diagnostics.TEXTUAL_EVIDENCE`. Options are checked before any run
+    is read (`check_settings`); every error a user can fix is a VisdepError naming the option, file or model."""
+    # before the long read of the runs (AuditSettings checks them again, with the panel's defaults filled in)
+    check_settings(0.0 if tau is None else tau, 0 if max_hits is None else max_hits, textual_evidence)
     stress_tests = _stress_tests(tst_dirs)  # first: a bad --tst folder fails before the long read of the runs
     panel = load_panel(panel_path) if panel_path else None
     plan = plan_runs(run_dirs, labels)
@@ -340,21 +327,18 @@ def run_audit(run_dirs: Sequence[str | Path], panel_path: str | Path | None = No
     panel = inferred_panel(models, vision) if panel is None else resolve_panel(panel, plan.model_info)
     check_panel(panel, models, vision)
     if baseline is not None:
-        try:
-            (baseline,) = resolve_model_keys(baseline, plan.model_info, "--baseline")
-        except RunDataError as e:
-            raise ValueError(str(e)) from None
+        (baseline,) = resolve_model_keys(baseline, plan.model_info, "--baseline")
     jobs = list(plan.by_benchmark.items())
     missing_tst = sorted(set(stress_tests) - {benchmark for benchmark, _ in jobs})
     if missing_tst:
-        raise ValueError(f"--tst given for {missing_tst}, which no run covers")
+        raise StressTestError(f"--tst given for {missing_tst}, which no run covers")
     settings = AuditSettings(panel=panel, tau=panel.tau if tau is None else float(tau),
                              max_hits=panel.inspector_max_hits if max_hits is None else int(max_hits),
-                             roles={m: panel.role(m, vision) for m in models}, bootstrap=bootstrap,
+                             roles={m: panel.role(m, vision) for m in models},
+                             confidence_level=confidence_level,
                              textual_evidence=textual_evidence, baseline=baseline, stress_tests=stress_tests)
-    # Benchmarks are independent: large audits read and compute them in forked processes side by side. On the audit
-    # bench (100,000 questions x 10 models, 2 idle cores) this phase took 12.8 s in one process and 6.5-7.0 s in
-    # two: the whole audit 16.5 s and 9.4-10.2 s.
+    # Benchmarks are independent of each other, so large audits read and compute them in forked processes side by
+    # side (`parallel.process_count` decides when the fork pays for itself).
     started, cpu = time.perf_counter(), cpu_seconds()
     hashes = HashCache.load()
     parts = forked_map(functools.partial(_audit_benchmark, model_info=plan.model_info, settings=settings,
@@ -382,8 +366,9 @@ def run_audit(run_dirs: Sequence[str | Path], panel_path: str | Path | None = No
                   filters=_table(rows("filters")), sweep=_percent(pd.concat(rows("sweeps"), ignore_index=True))
                   if rows("sweeps") else pd.DataFrame(), panel_used=pd.concat([p.panel_used for p in parts],
                                                                               ignore_index=True),
-                  solvability=pd.DataFrame(rows("solvability")), comparison=_table(rows("comparison")),
-                  frames=_table(rows("frames")),
+                  solvability=pd.DataFrame(rows("solvability")),
+                  comparison=adjust_family(_table(rows("comparison")), settings.confidence_level),
+                  frames=adjust_family(_table(rows("frames")), settings.confidence_level),
                   top_shortcuts=pd.concat(top, ignore_index=True) if top else pd.DataFrame(), notes=notes,
                   provenance=_provenance(runs, panel_path, stress_tests))
     return audit

@@ -17,12 +17,13 @@ import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike
 
+from lmms_eval_tasks.errors import VisdepError
 from lmms_eval_tasks.loaders import BENCHMARKS
 
 S_X_COLUMNS = ("question_id", "category", "n_options", "s", "s_minus_chance", "fold", "correct")
 
 
-class StressTestError(ValueError):
+class StressTestError(VisdepError):
     """A `visdep tst` output that cannot be joined to the audit; the message names it."""
 
 
@@ -43,14 +44,18 @@ def read_stress_test(folder: str | Path) -> StressTest:
             raise StressTestError(f"{folder}: no {path.name}; expected a `visdep tst` output folder")
     try:
         summary = json.loads(summary_path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as e:
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise StressTestError(f"{summary_path}: not valid JSON ({e})") from e
+    except OSError as e:
+        raise StressTestError(f"{summary_path}: cannot read it ({e.strerror})") from e
     if not isinstance(summary, dict) or summary.get("benchmark") not in BENCHMARKS:
         raise StressTestError(f"{summary_path}: 'benchmark' must be one of {', '.join(BENCHMARKS)}")
     try:
         scores = pd.read_csv(s_x, dtype={"question_id": str})
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as e:
         raise StressTestError(f"{s_x}: not a readable CSV ({e})") from e
+    except OSError as e:
+        raise StressTestError(f"{s_x}: cannot read it ({e.strerror})") from e
     missing = [c for c in S_X_COLUMNS if c not in scores.columns]
     if missing:
         raise StressTestError(f"{s_x}: missing column(s) {missing}")

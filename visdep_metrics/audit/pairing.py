@@ -26,7 +26,7 @@ from loguru import logger
 
 from lmms_eval_tasks.loaders import BENCHMARKS
 from visdep_metrics.audit.runs import ModelInfo, RunFile, find_run_files, latest_runs, name_models
-from visdep_metrics.audit.samples import RunDataError, Samples, read_samples
+from visdep_metrics.audit.samples import PERCENT_ABSENT, RunDataError, Samples, read_samples
 from visdep_metrics.provenance import HashCache
 
 
@@ -66,6 +66,9 @@ class BenchmarkResults:
     sha256: dict[str, str] = field(default_factory=dict)  # each samples file read -> its sha256
     states: dict[str, list[int] | None] = field(default_factory=dict)  # and its provenance.file_state when read
     missing_in_video: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=["question_id", "runs"]))
+    # model -> mode -> ((questions, K_max) option probabilities in hundredths, uint8, PERCENT_ABSENT where the run lacks
+    # the question or beyond its K; the option picked, -1 where it lacks it): what the explorer shows
+    percent: dict[str, dict[str, tuple[np.ndarray, np.ndarray]]] = field(default_factory=dict)
 
     def model_rows(self, names: Iterable[str]) -> np.ndarray:
         position = {m: i for i, m in enumerate(self.models)}
@@ -73,13 +76,14 @@ class BenchmarkResults:
 
     @property
     def videos(self) -> np.ndarray | None:
-        """Each question's video, one unit the bootstrap resamples; None where some question's is unknown."""
+        """Each question's video, one unit the intervals' design effects count; None where some question's is
+        unknown."""
         return self._labels("video")
 
     @property
     def prompts(self) -> np.ndarray | None:
-        """Each question's blind prompt, the other unit the bootstrap resamples; None where some question's is
-        unknown."""
+        """Each question's blind prompt, the other unit the intervals' design effects count; None where some
+        question's is unknown."""
         return self._labels("prompt_id")
 
     def _labels(self, column: str) -> np.ndarray | None:
@@ -116,14 +120,20 @@ class RunPlan:
 
     @property
     def notes(self) -> list[str]:
-        """What the audit could not check because a run did not record its checkpoint."""
+        """The runs left out (an earlier run of the same model and task, a task that is not visdep's), and what the
+        audit could not check because a run did not record its checkpoint."""
+        notes = [f"left out {path}: {why}" for path, why in self.skipped]
+        if self.replaced:
+            notes.append(f"{len(self.replaced)} earlier run(s) left out, each replaced by a later run of the same "
+                         f"model and task (listed in audit.json 'replaced'), e.g. {self.replaced[0][0].samples_path}")
         unknown = sorted({str(f.results_path) for f in self.used if f.checkpoint is None})
-        if not unknown:
-            return []
-        return [f"{len(unknown)} run(s) record no checkpoint identity (results['visdep']['model'], written by visdep's "
-                f"adapters; older runs and other models lack it): they are told apart by their model_args with the "
-                f"adapters' defaults filled in, and their blind and video runs are paired without checking that they "
-                f"ran the same weights: {', '.join(unknown[:5])}{' ...' if len(unknown) > 5 else ''}"]
+        if unknown:
+            notes.append(f"{len(unknown)} run(s) record no checkpoint identity (results['visdep']['model'], written by "
+                         f"visdep's adapters; older runs and other models lack it): they are told apart by their "
+                         f"model_args with the adapters' defaults filled in, and their blind and video runs are paired "
+                         f"without checking that they ran the same weights: {', '.join(unknown[:5])}"
+                         f"{' ...' if len(unknown) > 5 else ''}")
+        return notes
 
 
 @dataclass
@@ -152,7 +162,7 @@ def plan_runs(run_dirs: Sequence[str | Path], labels: dict[str, str] | None = No
     labels: NAME -> ALIAS, short labels for the report (see `runs.name_models`)."""
     files, skipped = find_run_files(run_dirs)
     for path, why in skipped:
-        logger.info(f"skipping {path}: {why}")
+        logger.warning(f"left out {path}: {why}")
     if not files:
         raise RunDataError(f"no samples of visdep tasks under {', '.join(map(str, run_dirs))}")
     used, replaced = latest_runs(files)
@@ -163,7 +173,11 @@ def plan_runs(run_dirs: Sequence[str | Path], labels: dict[str, str] | None = No
 
     replaced = [(named(old), named(new)) for old, new in replaced]
     for old, new in replaced:
-        logger.info(f"{old.task} of {old.model}: {new.samples_path} replaces the earlier {old.samples_path}")
+        logger.info(f"{old.task} of {old.model}: {new.samples_path} ({new.time_source}) replaces the earlier "
+                    f"{old.samples_path} ({old.time_source})")
+    for model in sorted(models.values(), key=lambda m: m.name):
+        folders = sorted({str(f.results_path.parent) for f in used if f.key == (model.pretrained, model.settings)})
+        logger.info(f"model {model.name}: runs in {', '.join(folders)}")
     return RunPlan(used=sorted(map(named, used), key=lambda f: (f.model, f.task)), replaced=replaced,
                    skipped=skipped, model_info={m.name: m for m in models.values()})
 
@@ -175,6 +189,13 @@ def read_task_run(file: RunFile, hashes: HashCache | None = None) -> TaskRun:
         raise RunDataError(f"{file.samples_path}: {n} sample line(s), but {file.results_path.name} beside it says "
                            f"lmms-eval evaluated {file.n_samples} (n-samples, effective): the file is incomplete (cut "
                            f"short when copied, or the run is still writing); copy it again or rerun {file.task}")
+    accuracy = float(samples.correct.mean())
+    # more than half a question apart: not rounding, another run's samples (copied over, or a renamed file)
+    if file.accuracy is not None and abs(accuracy - file.accuracy) * n > 0.5:
+        raise RunDataError(f"{file.samples_path}: its samples give accuracy {100 * accuracy:.1f}% ({n} questions), but "
+                           f"{file.results_path.name} beside it says lmms-eval measured {100 * file.accuracy:.1f}% "
+                           f"(results[{file.task!r}]['acc,none']): the samples are not this run's (copied over from "
+                           f"another run?)")
     return TaskRun(file=file, samples=samples)
 
 
@@ -214,7 +235,7 @@ def _compare(reference: TaskRun, other: TaskRun, subset_allowed: bool = False) -
             f"VISDEP_SKIP_MISSING_VIDEOS=1 drops those whose video is missing).")
     for name in ("n_options", "answer_index", "video", "prompt_id"):
         ref_values, values = getattr(ref, name), getattr(run, name)
-        if isinstance(values, pa.Array):  # null in runs written before visdep recorded it: nothing to compare
+        if isinstance(values, pa.Array):  # null: unknown in a version-1 record (lmms_eval_tasks.record)
             ref_values = ref_values.take(pa.array(positions))
             differ = pc.fill_null(pc.not_equal(ref_values, values), False)
             differ = np.flatnonzero(differ.to_numpy(zero_copy_only=False)) if pc.any(differ).as_py() else []
@@ -280,7 +301,7 @@ def _by_model(benchmark: str, runs: list[TaskRun]) -> dict[str, dict[str, TaskRu
 
 
 def _labels_from_all(reference: pa.Array, runs: list[tuple[np.ndarray, pa.Array]]) -> np.ndarray:
-    """A column the reference run lacks for some questions (null: written before visdep recorded it), filled from
+    """A column the reference run lacks for some questions (null: a version-1 record, `record`), filled from
     the runs that have it: (positions in the reference, their values)."""
     values = reference.to_numpy(zero_copy_only=False).astype(object)
     for positions, column in runs:
@@ -300,6 +321,7 @@ def pair(benchmark: str, runs: list[TaskRun]) -> BenchmarkResults:
     arrays = {name: np.full((len(models), n), np.nan) for name in
               ("correct_blind", "p_answer_blind", "entropy_blind", "correct_video", "p_answer_video")}
     covered = np.ones(n, dtype=bool)  # by every video run
+    percent: dict[str, dict[str, tuple[np.ndarray, np.ndarray]]] = {}
     lacking: dict[int, list[str]] = {}
     aligned = []
     for i, model in enumerate(models):
@@ -310,6 +332,11 @@ def pair(benchmark: str, runs: list[TaskRun]) -> BenchmarkResults:
             arrays[f"p_answer_{mode}"][i, positions] = s.p_answer
             if mode == "blind":
                 arrays["entropy_blind"][i, positions] = s.entropy
+            shown = np.full((n, int(reference.n_options.max())), PERCENT_ABSENT, dtype=np.uint8)
+            shown[positions, :s.percent.shape[1]] = s.percent
+            picked = np.full(n, -1, dtype=np.int8)
+            picked[positions] = s.predicted
+            percent.setdefault(model, {})[mode] = (shown, picked)
             aligned.append((positions, s))
             if len(positions) < n:
                 in_run = np.zeros(n, dtype=bool)
@@ -331,9 +358,11 @@ def pair(benchmark: str, runs: list[TaskRun]) -> BenchmarkResults:
                        f"(VISDEP_SKIP_MISSING_VIDEOS=1 drops questions whose video is missing): audited without them")
         questions = questions[covered].reset_index(drop=True)
         arrays = {name: values[:, covered] for name, values in arrays.items()}
+        percent = {m: {mode: (p[covered], pick[covered]) for mode, (p, pick) in modes.items()}
+                   for m, modes in percent.items()}
     return BenchmarkResults(benchmark=benchmark, questions=questions, models=models,
                             has_video=np.array(["video" in by_model[m] for m in models]),
                             files=[run.file for run in runs],
                             sha256={str(run.file.samples_path): run.samples.sha256 for run in runs},
                             states={str(run.file.samples_path): run.samples.state for run in runs},
-                            missing_in_video=missing, **arrays)
+                            missing_in_video=missing, percent=percent, **arrays)

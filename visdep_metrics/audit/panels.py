@@ -22,13 +22,15 @@ from pathlib import Path
 
 import yaml
 
+from lmms_eval_tasks.errors import VisdepError
+
 DEFAULT_TAU = 0.1
 DEFAULT_MAX_HITS = 1
 _LISTS = ("text_llms", "vlms", "held_out", "inspector_llms")
 _KEYS = set(_LISTS) | {"tau", "inspector_max_hits"}
 
 
-class PanelError(ValueError):
+class PanelError(VisdepError):
     """A panel file or a panel that does not fit the runs; the message says what is wrong."""
 
 
@@ -97,8 +99,8 @@ def load_panel(path: str | Path) -> Panel:
         raise PanelError(f"{path}: held_out model(s) {sorted(in_panels)} also sit in a panel; a held-out model must "
                          f"take part in no filtering decision")
     tau = data.get("tau", DEFAULT_TAU)
-    if isinstance(tau, bool) or not isinstance(tau, (int, float)):
-        raise PanelError(f"{path}: tau must be a number, got {tau!r}")
+    if isinstance(tau, bool) or not isinstance(tau, (int, float)) or not 0 <= tau < 1:
+        raise PanelError(f"{path}: tau must lie in [0, 1) (S(q) <= tau keeps a question), got {tau!r}")
     hits = data.get("inspector_max_hits", DEFAULT_MAX_HITS)
     if isinstance(hits, bool) or not isinstance(hits, int) or hits < 0:
         raise PanelError(f"{path}: inspector_max_hits must be a non-negative integer, got {hits!r}")

@@ -1,15 +1,15 @@
 """Write an `Audit` into OUT: CSV tables, grounded task YAMLs, plots, report.md and audit.json.
 
-Everything is written into a fresh folder beside OUT and moved into place at the end, so an error leaves no
-half-written output. An existing OUT is replaced only if it holds an earlier audit (its `audit.json`).
+Everything is written into a staging folder beside OUT and put in OUT's place at the end
+(`visdep_metrics.outdir.staged`), so an error leaves no half-written output. An existing OUT is replaced only where
+it holds an earlier audit's files, unchanged (listed in its `visdep_files.json`), and never where it holds an input.
 """
 
 from __future__ import annotations
 
 import json
-import shutil
-import tempfile
 import time
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import pandas as pd
@@ -22,16 +22,17 @@ from visdep_metrics.audit.compute import Audit
 from visdep_metrics.audit.narrative import GROUNDED_SUFFIX, MANIFEST, report_markdown
 from visdep_metrics.audit.plots import draw_plots, planned_plots
 from visdep_metrics.audit.tables import dropped_by_reason
-from visdep_metrics.outdir import OutputDirError, chmod_like_mkdir
+from visdep_metrics.explorer import write_explorer
+from visdep_metrics.outdir import OutputDirError, staged
 from visdep_metrics.outdir import check_out_dir as _check_out_dir
 from visdep_metrics.parallel import cpu_seconds
 
 __all__ = ["MANIFEST", "OutputDirError", "check_out_dir", "write_audit"]
 
 
-def check_out_dir(out: str | Path) -> Path:
-    """OUT may be new, empty, or an earlier audit output (which will be replaced)."""
-    return _check_out_dir(out, MANIFEST, "audit")
+def check_out_dir(out: str | Path, inputs: Iterable[str | Path] = ()) -> Path:
+    """OUT may be new, empty, or an earlier audit output (which will be replaced), and holds none of `inputs`."""
+    return _check_out_dir(out, "audit", inputs)
 
 
 def _manifest(audit: Audit, exported: dict[str, int]) -> dict:
@@ -42,8 +43,7 @@ def _manifest(audit: Audit, exported: dict[str, int]) -> dict:
         "panel": {"source": s.panel.source, "text_llms": list(s.panel.text_llms), "vlms": list(s.panel.vlms),
                   "held_out": list(s.panel.held_out), "inspector_llms": list(s.panel.inspector)},
         "tau": s.tau, "baseline": s.baseline, "inspector_max_hits": s.max_hits, "textual_evidence": s.textual_evidence,
-        "n_resamples": s.bootstrap.n_resamples, "confidence_level": s.bootstrap.confidence_level,
-        "seed": s.bootstrap.seed, "roles": s.roles,
+        "confidence_level": s.confidence_level, "roles": s.roles,
         "files_used": [{"model": f.model, "model_args": f.model_args, "task": f.task, "date": f.date,
                         "results": str(f.results_path), "samples": str(f.samples_path), "checkpoint": f.checkpoint,
                         "checkpoint_source": f.checkpoint_source} for f in audit.runs.used],
@@ -74,7 +74,8 @@ def _write_csv(frame: pd.DataFrame, path: Path) -> None:
                      write_options=pa_csv.WriteOptions(quoting_style="needed"))
 
 
-def _write_all(audit: Audit, folder: Path, out: Path) -> None:
+def _write_all(audit: Audit, folder: Path, out: Path, video_roots: Mapping[str, Path] | None = None,
+               explorer: bool = True) -> None:
     tables = {"summary": audit.summary, "questions": audit.questions, "filters": audit.filters,
               "sweep": audit.sweep, "headline": audit.headline}
     optional = {"compare": audit.comparison, "frames": audit.frames, "top_shortcuts": audit.top_shortcuts}
@@ -91,26 +92,27 @@ def _write_all(audit: Audit, folder: Path, out: Path) -> None:
     (folder / "report.md").write_text(report_markdown(audit, out, plots, exported), encoding="utf-8")
     (folder / MANIFEST).write_text(json.dumps(_manifest(audit, exported), indent=2), encoding="utf-8")
     draw_plots(audit, folder, plots)
+    # Further outputs go here, into `folder`: the file list `staged` writes holds whatever the folder holds.
+    if explorer:
+        write_explorer(audit, folder, previous=out if out.is_dir() else None, video_roots=video_roots)
 
 
-def write_audit(audit: Audit, out: str | Path) -> Path:
-    """Write every output of the audit into OUT (replacing an earlier audit there); returns OUT."""
+def _inputs(audit: Audit) -> list[Path]:
+    """Every file and folder the audit read: OUT may hold none of them."""
+    files = [Path(p) for p in audit.provenance.get("input_sha256", {})]
+    files += [p for f in audit.runs.used for p in (f.results_path, f.samples_path)]
+    return files + [t.folder for t in audit.settings.stress_tests.values()]
+
+
+def write_audit(audit: Audit, out: str | Path, inputs: Iterable[str | Path] = (),
+                video_roots: Mapping[str, Path] | None = None, explorer: bool = True) -> Path:
+    """Write every output of the audit into OUT (replacing an earlier audit there); returns OUT. `inputs`: what
+    else OUT may not hold (the run folders, specs), besides every file the audit read. `video_roots`: benchmark ->
+    the folder its videos are under, for the explorer's frames (default: the benchmark's root variable);
+    `explorer`: write explorer.html and its frames."""
     started, cpu = time.perf_counter(), cpu_seconds()
-    out = check_out_dir(out).resolve()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.writing-", dir=out.parent))
-    try:
-        chmod_like_mkdir(staging)  # mkdtemp makes it 0700; OUT follows the umask like any folder the user makes
-        _write_all(audit, staging, out)
-        if out.exists():
-            previous = Path(tempfile.mkdtemp(prefix=f".{out.name}.previous-", dir=out.parent))
-            out.rename(previous / out.name)
-            staging.rename(out)
-            shutil.rmtree(previous)
-        else:
-            staging.rename(out)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
+    with staged(out, "audit", [*inputs, *_inputs(audit)]) as target:
+        _write_all(audit, target.folder, target.out, video_roots, explorer)
+    out = target.out
     logger.info(f"wrote the audit to {out} in {time.perf_counter() - started:.2f} s (CPU {cpu_seconds() - cpu:.2f} s)")
     return out

@@ -14,12 +14,16 @@ and `checkpoint` identity are used; otherwise `pretrained=` and the other `model
 from __future__ import annotations
 
 import dataclasses
-import glob
+import datetime
 import hashlib
 import json
+import os
+import zoneinfo
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+from loguru import logger
 
 from lmms_eval_tasks.loaders import BENCHMARKS
 from model_adapters.settings import score_settings
@@ -51,6 +55,9 @@ class RunFile:
     limit: float | None = None  # results.json config.limit (--limit)
     results_sha256: str = ""
     dropped: tuple[dict, ...] = ()  # results["visdep"]["dropped"][task]: the questions the task left out, and why
+    accuracy: float | None = None  # results.json results[task]["acc,none"]: what lmms-eval reported for the task
+    time: datetime.datetime | None = None  # when the run was written (`run_time`), timezone-aware
+    time_source: str = ""  # what `time` was read from
 
     @property
     def key(self) -> tuple[str, Settings]:
@@ -151,25 +158,72 @@ def _visdep_task(task_config) -> bool:
     return any(str(t).startswith("visdep") for t in tags)
 
 
+def _walk(run_dir: Path, seen: set) -> tuple[list[Path], list[Path]]:
+    """The results and samples files under `run_dir`, symlinked folders followed (scratch storage on clusters is
+    often linked in); a folder already searched (a link loop, or two links to one folder) is searched once."""
+    def unreadable(error: OSError) -> None:
+        raise RunDataError(f"{error.filename}: cannot read this folder ({error.strerror})")
+
+    results, samples = [], []
+    for folder, dirs, files in os.walk(run_dir, onerror=unreadable, followlinks=True):
+        here = Path(folder)
+        info = here.stat()
+        if (info.st_dev, info.st_ino) in seen:
+            logger.info(f"{here}: already searched (reached again through a link), skipped")
+            dirs[:] = []
+            continue
+        seen.add((info.st_dev, info.st_ino))
+        if here.is_symlink():
+            logger.info(f"following the link {here} -> {here.resolve()}")
+        dirs.sort()
+        results += [here / name for name in sorted(files) if name.endswith(RESULTS_SUFFIX)]
+        samples += [here / name for name in sorted(files) if "_samples_" in name and name.endswith(".jsonl")]
+    return results, samples
+
+
 def find_run_files(run_dirs: Iterable[str | Path]) -> tuple[list[RunFile], list[tuple[Path, str]]]:
     """Every (results.json, samples file) pair under `run_dirs`, and the samples files skipped."""
     found: list[RunFile] = []
     skipped: list[tuple[Path, str]] = []
+    seen: set = set()
     for run_dir in map(Path, run_dirs):
         if not run_dir.is_dir():
             raise RunDataError(f"{run_dir}: not a folder")
-        results_files = sorted(run_dir.rglob(f"*{RESULTS_SUFFIX}"))
+        results_files, samples_files = _walk(run_dir, seen)
         prefixes = {p.parent / p.name[: -len(RESULTS_SUFFIX)] for p in results_files}
-        for orphan in sorted(run_dir.rglob("*_samples_*.jsonl")):
+        for orphan in samples_files:
             if orphan.parent / orphan.name.split("_samples_", 1)[0] not in prefixes:
                 raise RunDataError(f"{orphan}: no matching *{RESULTS_SUFFIX} beside it, so the model that wrote "
                                    f"it is unknown (lmms-eval writes both; was the results file removed?)")
-        if not results_files:
+        if not results_files and not seen_before(run_dir, found):
             raise RunDataError(f"{run_dir}: no lmms-eval results (*{RESULTS_SUFFIX}) in this folder or below; "
                                f"run lmms-eval with --output_path {run_dir} --log_samples")
         for results_path in results_files:
-            found += _run_files_of(results_path, skipped)
+            found += _run_files_of(results_path, skipped, samples_files)
     return found, skipped
+
+
+def seen_before(run_dir: Path, found: list[RunFile]) -> bool:
+    """Whether `run_dir`'s runs were found already under an earlier RUN_DIR (it lies inside one)."""
+    real = run_dir.resolve()
+    return any(real == f.results_path.resolve().parent or real in f.results_path.resolve().parents for f in found)
+
+
+def run_time(results: dict, results_path: Path) -> tuple[datetime.datetime, str]:
+    """When a run was written: lmms-eval's `date` in the timezone it was written in (`--timezone`, recorded in
+    config.resolved_cli_args), else the results file's modification time; and what it was read from. A date alone
+    is no time: lmms-eval writes it in a timezone of the user's choosing without naming it in the date."""
+    date = results.get("date")
+    cli = (results.get("config") or {}).get("resolved_cli_args")
+    timezone = cli.get("timezone") if isinstance(cli, dict) else None
+    if isinstance(date, str) and isinstance(timezone, str):
+        try:
+            written = datetime.datetime.strptime(date, "%Y%m%d_%H%M%S").replace(tzinfo=zoneinfo.ZoneInfo(timezone))
+            return written.astimezone(datetime.timezone.utc), f"date {date} ({timezone})"
+        except (ValueError, zoneinfo.ZoneInfoNotFoundError):
+            pass
+    modified = datetime.datetime.fromtimestamp(results_path.stat().st_mtime, tz=datetime.timezone.utc)
+    return modified, f"modification time {modified.isoformat()}"
 
 
 def _effective_samples(results: dict, task: str, results_path: Path) -> int | None:
@@ -183,17 +237,37 @@ def _effective_samples(results: dict, task: str, results_path: Path) -> int | No
         raise RunDataError(f"{results_path}: n-samples of {task!r} is not a number: {entry!r}") from None
 
 
-def _dropped(results: dict, task: str) -> tuple[dict, ...]:
+def _dropped(results: dict, task: str, results_path: Path) -> tuple[dict, ...]:
     """results["visdep"]["dropped"][task], each entry {"question_id", "where", "reason"}."""
     section = results.get("visdep") if isinstance(results.get("visdep"), dict) else {}
-    entries = (section.get("dropped") or {}).get(task) or []
+    dropped = section.get("dropped") or {}
+    if not isinstance(dropped, dict):
+        raise RunDataError(f"{results_path}: visdep.dropped must map each task to its dropped questions, got "
+                           f"{type(dropped).__name__} {dropped!r:.80}")
+    entries = dropped.get(task) or []
+    if not isinstance(entries, list):
+        raise RunDataError(f"{results_path}: visdep.dropped[{task!r}] must be a list of questions, got {entries!r:.80}")
     return tuple({"question_id": None if e.get("question_id") is None else str(e["question_id"]),
                   "where": str(e.get("where", "")), "reason": str(e.get("reason", "not given"))}
                  for e in entries if isinstance(e, dict))
 
 
-def _run_files_of(results_path: Path, skipped: list) -> list[RunFile]:
-    raw = results_path.read_bytes()
+def _accuracy(results: dict, task: str, results_path: Path) -> float | None:
+    """results[task]["acc,none"], what lmms-eval reported for the task; None where it reported none."""
+    entry = (results.get("results") or {}).get(task)
+    value = entry.get("acc,none") if isinstance(entry, dict) else None
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
+        raise RunDataError(f"{results_path}: results of {task!r}: acc,none {value!r} is not an accuracy in [0, 1]")
+    return float(value)
+
+
+def _run_files_of(results_path: Path, skipped: list, samples_files: Sequence[Path]) -> list[RunFile]:
+    try:
+        raw = results_path.read_bytes()
+    except OSError as e:
+        raise RunDataError(f"{results_path}: cannot read it ({e.strerror})") from e
     try:
         results = json.loads(raw)
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
@@ -205,14 +279,15 @@ def _run_files_of(results_path: Path, skipped: list) -> list[RunFile]:
     prefix = results_path.name[: -len(RESULTS_SUFFIX)]
     date = str(results.get("date") or prefix)
     configs = results.get("configs") or {}
-    samples = {p.name[len(prefix) + len("_samples_"): -len(".jsonl")]: p
-               for p in results_path.parent.glob(f"{glob.escape(prefix)}_samples_*.jsonl")}
+    samples = {p.name[len(prefix) + len("_samples_"): -len(".jsonl")]: p for p in samples_files
+               if p.parent == results_path.parent and p.name.startswith(f"{prefix}_samples_")}
     for task in sorted(set(configs) - set(samples)):
         if _visdep_task(configs[task]):
             raise RunDataError(f"{results_path}: task {task!r} has no samples file {prefix}_samples_{task}.jsonl; "
                                f"rerun it with --log_samples")
     limit = config.get("limit")
     sha = hashlib.sha256(raw).hexdigest()
+    time, time_source = run_time(results, results_path)
     files = []
     for task, path in sorted(samples.items()):
         if not _visdep_task(configs.get(task)):
@@ -227,7 +302,8 @@ def _run_files_of(results_path: Path, skipped: list) -> list[RunFile]:
                              checkpoint_source=model.checkpoint_source,
                              n_samples=_effective_samples(results, task, results_path),
                              limit=None if limit is None else float(limit), results_sha256=sha,
-                             dropped=_dropped(results, task)))
+                             dropped=_dropped(results, task, results_path),
+                             accuracy=_accuracy(results, task, results_path), time=time, time_source=time_source))
     return files
 
 
@@ -245,12 +321,18 @@ def _first_record(path: Path) -> dict[str, str]:
 
 # --------------------------------------------------------------------------- models
 def latest_runs(files: list[RunFile]) -> tuple[list[RunFile], list[tuple[RunFile, RunFile]]]:
-    """Keep the latest run of each (model, task); return the kept files and the (replaced, by) pairs."""
+    """Keep the latest run of each (model, task) by `RunFile.time`; return the kept files and the (replaced, by)
+    pairs. Two runs of one model and task written at the same time cannot be ordered: an error naming both."""
     latest: dict[tuple, RunFile] = {}
     replaced = []
-    for f in sorted(files, key=lambda f: (f.date, str(f.samples_path))):
+    for f in sorted(files, key=lambda f: (f.time, str(f.samples_path))):
         key = (f.key, f.task)
         if key in latest:
+            if latest[key].time == f.time:
+                raise RunDataError(f"{latest[key].samples_path} and {f.samples_path}: two runs of {f.task} by "
+                                   f"{f.model}, both written at {f.time.isoformat()} ({latest[key].time_source}; "
+                                   f"{f.time_source}), so neither is the latest; move one of them out of the run "
+                                   f"folders")
             replaced.append((latest[key], f))
         latest[key] = f
     return sorted(latest.values(), key=lambda f: (f.model, f.task)), replaced

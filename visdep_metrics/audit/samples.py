@@ -1,10 +1,10 @@
 """The one reader of lmms-eval samples files (`<date>_samples_<task>.jsonl`, one JSON object per line).
 
-Each sample line of a visdep task carries a `visdep` record: question_id, benchmark, mode, category, source, video,
-prompt_id, n_options, answer_index, option_logprobs, scoring (unknown fields are ignored). A file is read
+Each sample line of a visdep task carries a `visdep` record (`lmms_eval_tasks.record`: its fields, its versions and
+the one decoder of every version). A file is read
 
-- fast: msgspec decodes every line into the typed record only (the prompt and the responses are skipped, not
-  built); a file it cannot decode, or whose values fail the checks, is read
+- fast: msgspec decodes every line into the typed record only (`record.decode_samples`: the prompt, the responses
+  and the scored strings are skipped, not built); a file it cannot decode, or whose values fail the checks, is read
 - carefully: line by line, which reads what lmms-eval stringified (a record or a list written as a string, numbers
   as text) or raises a RunDataError naming the file, the line and what is wrong.
 
@@ -32,6 +32,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from loguru import logger
 
+from lmms_eval_tasks.errors import VisdepError
+from lmms_eval_tasks.record import RecordVersionError, decode_samples, upgrade
 from lmms_eval_tasks.records import RecordError, as_int
 from visdep_metrics import provenance
 from visdep_metrics.audit.diagnostics import (
@@ -47,9 +49,14 @@ SCORINGS = ("letter", "option")
 _REQUIRED = ("question_id", "benchmark", "mode", "n_options", "answer_index", "option_logprobs", "scoring")
 _TEXT_FIELDS = ("question_id", "category", "source", "video", "prompt_id")
 _SINGLE_FIELDS = ("benchmark", "mode", "scoring")
+# How far above 0 a log-probability (and, with letter scoring, the log of the options' total probability) may lie
+# from rounding: a model's log-softmax in float32 or bf16 overshoots by far less; a probability or a negated
+# log-likelihood written in its place by far more.
+LOGPROB_TOLERANCE = 1e-3
+PERCENT_ABSENT = 255  # Samples.percent beyond a question's K
 
 
-class RunDataError(ValueError):
+class RunDataError(VisdepError):
     """An lmms-eval output file or record that cannot be audited; the message names it."""
 
 
@@ -62,17 +69,21 @@ class Samples:
     mode: str
     scoring: str
     # strings as Arrow arrays: the audit keeps every file's, and millions of Python strings would slow every later
-    # allocation and collection (about 30% more CPU to read the bench's tree)
+    # allocation and collection
     question_id: pa.Array
     category: pa.Array
     source: pa.Array
-    video: pa.Array  # null in runs written before visdep recorded it
-    prompt_id: pa.Array  # the blind prompt's identity; null in runs written before visdep recorded it
+    video: pa.Array  # null where the record does not say (version 1: `lmms_eval_tasks.record`)
+    prompt_id: pa.Array  # the blind prompt's identity; null where the record does not say (version 1)
     n_options: np.ndarray
     answer_index: np.ndarray
     correct: np.ndarray  # 1.0 where argmax_k p_k == answer_index
     p_answer: np.ndarray  # p_{y*}
     entropy: np.ndarray  # H_norm
+    # what the explorer shows: (n, K_max) option probabilities in hundredths (uint8, PERCENT_ABSENT beyond K), and
+    # the option picked
+    percent: np.ndarray
+    predicted: np.ndarray
     sha256: str
     state: list[int] | None  # provenance.file_state when read (None: it changed while read)
 
@@ -91,28 +102,6 @@ class _Columns:
 
 
 # --------------------------------------------------------------------------- fast: msgspec
-class _Record(msgspec.Struct, gc=False):
-    """The `visdep` record as the tasks write it; anything else (a stringified record, text numbers) is read
-    carefully. Fields not named here, such as `continuations`, are skipped."""
-
-    question_id: str
-    benchmark: str
-    mode: str
-    n_options: int
-    answer_index: int
-    option_logprobs: list[float]
-    scoring: str
-    category: str | None = None
-    source: str | None = None
-    video: str | None = None
-    prompt_id: str | None = None
-
-
-class _Sample(msgspec.Struct, gc=False):
-    visdep: _Record
-    doc_id: int | None = None
-
-
 class _PromptRecord(msgspec.Struct, gc=False):
     question_id: str
 
@@ -122,7 +111,6 @@ class _PromptSample(msgspec.Struct, gc=False):
     input: str | None = None
 
 
-_SAMPLES = msgspec.json.Decoder(_Sample)
 _PROMPTS = msgspec.json.Decoder(_PromptSample)
 
 
@@ -132,8 +120,8 @@ class _NeedsCarefulRead(Exception):
 
 def _read_fast(data: bytes) -> _Columns:
     try:
-        samples = _SAMPLES.decode_lines(data)
-    except msgspec.DecodeError as e:  # also a wrong type, a missing field, NaN (not JSON)
+        samples = decode_samples(data)
+    except msgspec.DecodeError as e:  # also a wrong type, a missing field, NaN (not JSON), an unknown version
         raise _NeedsCarefulRead(str(e)) from e
     if not samples:
         raise _NeedsCarefulRead("no sample")
@@ -202,7 +190,10 @@ def _record(sample: dict, where: str) -> dict:
     record = _destringify(sample["visdep"], where)
     if not isinstance(record, dict):
         raise RunDataError(f"{where}: the 'visdep' record must be an object, got {record!r:.80}")
-    return record
+    try:
+        return upgrade(record, where)
+    except RecordVersionError as e:
+        raise RunDataError(str(e)) from None
 
 
 def _integer(value, where: str, name: str) -> int:
@@ -263,6 +254,46 @@ def _read_careful(data: bytes, path: Path) -> _Columns:
 
 
 # --------------------------------------------------------------------------- the reader
+def _percent(probabilities: np.ndarray, k: np.ndarray) -> np.ndarray:
+    """Probabilities in hundredths, as uint8; PERCENT_ABSENT beyond a question's K."""
+    percent = np.rint(probabilities * 100).astype(np.uint8)
+    percent[np.arange(percent.shape[1])[None, :] >= k[:, None]] = PERCENT_ABSENT
+    return percent
+
+
+def _probabilities(columns: _Columns) -> np.ndarray:
+    """(n, K_max) option probabilities, 0 beyond a question's K."""
+    k = columns.n_options
+    padded = np.full((len(k), int(k.max())), np.nan)
+    rows = np.repeat(np.arange(len(k)), k)
+    padded[rows, np.arange(len(columns.logprobs)) - columns.offsets[:-1][rows]] = columns.logprobs
+    return option_probabilities(padded, k)
+
+
+def _check_log_probabilities(columns: _Columns, path: Path, scoring: str) -> None:
+    """Refuse values that cannot be what they claim: a log-probability above 0, or letter scores whose probabilities
+    add up to more than 1 (the letters are distinct continuations of one prompt, so their probabilities add up to at
+    most 1; option texts may repeat or extend each other, so option scoring's need not)."""
+    values, starts = columns.logprobs, columns.offsets[:-1]
+    bad = np.flatnonzero(values > LOGPROB_TOLERANCE)
+    if bad.size:
+        i = int(np.searchsorted(columns.offsets, bad[0], side="right") - 1)
+        raise RunDataError(f"{path}: record {i + 1} (question {columns.text['question_id'][i]!r}): option "
+                           f"log-probability {float(values[bad[0]])!r} is above 0, and {bad.size} value(s) in all; a "
+                           f"log-probability is never positive (probabilities, or negated log-likelihoods, written "
+                           f"in its place?)")
+    if scoring != "letter":
+        return
+    top = np.maximum.reduceat(values, starts)
+    total = top + np.log(np.add.reduceat(np.exp(values - np.repeat(top, columns.n_options)), starts))
+    over = np.flatnonzero(total > LOGPROB_TOLERANCE)
+    if over.size:
+        i = int(over[0])
+        raise RunDataError(f"{path}: record {i + 1} (question {columns.text['question_id'][i]!r}): the options' "
+                           f"letter probabilities add up to {np.exp(total[i]):.4g} > 1 ({over.size} record(s) in "
+                           f"all); these are not log-probabilities of one prompt's continuations")
+
+
 def _single(values: set, allowed: Sequence[str], path: Path, name: str) -> str:
     if len(values) != 1:
         raise RunDataError(f"{path}: one samples file must hold one {name}, found {sorted(map(str, values))}")
@@ -275,9 +306,12 @@ def _single(values: set, allowed: Sequence[str], path: Path, name: str) -> str:
 def read_samples(path: Path, benchmarks: Sequence[str], hashes: HashCache | None = None) -> Samples:
     """Read one samples file into per-question results (correct, p_answer, entropy); `benchmarks`: the names a
     record's benchmark may take. Its sha256 is that of the bytes read, or the one `hashes` kept for it unchanged."""
-    before = file_state(os.stat(path))
-    data = path.read_bytes()
-    state = file_state(os.stat(path))
+    try:
+        before = file_state(os.stat(path))
+        data = path.read_bytes()
+        state = file_state(os.stat(path))
+    except OSError as e:
+        raise RunDataError(f"{path}: cannot read it ({e.strerror})") from e
     # changed while it was read, or so recently that a later write could leave the same times: neither a kept hash
     # nor one to keep
     state = state if state == before and provenance.settled(state) else None
@@ -292,24 +326,23 @@ def read_samples(path: Path, benchmarks: Sequence[str], hashes: HashCache | None
         twice = counts.field("values").filter(pc.greater(counts.field("counts"), 1)).to_pylist()
         raise RunDataError(f"{path}: {len(twice)} question(s) appear more than once, e.g. {twice[:3]}; were two runs "
                            f"appended to one file?")
+    scoring = _single(columns.single["scoring"], SCORINGS, path, "scoring")
+    _check_log_probabilities(columns, path, scoring)
     k = columns.n_options
-    padded = np.full((len(k), int(k.max())), np.nan)
-    rows = np.repeat(np.arange(len(k)), k)
-    padded[rows, np.arange(len(columns.logprobs)) - columns.offsets[:-1][rows]] = columns.logprobs
-    probabilities = option_probabilities(padded, k)
+    probabilities = _probabilities(columns)
     answer = columns.answer_index
     order = np.argsort(columns.doc_id, kind="stable") if columns.doc_id is not None else np.arange(len(k))
     order_array = pa.array(order)
     text = {name: pa.array(values, pa.string()).take(order_array) for name, values in columns.text.items()
             if name != "question_id"}
     return Samples(path=path, benchmark=_single(columns.single["benchmark"], benchmarks, path, "benchmark"),
-                   mode=_single(columns.single["mode"], MODES, path, "mode"),
-                   scoring=_single(columns.single["scoring"], SCORINGS, path, "scoring"),
+                   mode=_single(columns.single["mode"], MODES, path, "mode"), scoring=scoring,
                    question_id=ids.take(order_array), **text, n_options=k[order],
                    answer_index=answer[order],
                    correct=(predicted_index(probabilities) == answer).astype(np.float64)[order],
                    p_answer=answer_probability(probabilities, answer)[order],
-                   entropy=normalised_entropy(probabilities, k)[order], state=state,
+                   entropy=normalised_entropy(probabilities, k)[order], percent=_percent(probabilities, k)[order],
+                   predicted=predicted_index(probabilities).astype(np.int8)[order], state=state,
                    sha256=(hashes and state and hashes.known(path, state)) or hashlib.sha256(data).hexdigest())
 
 
@@ -324,13 +357,15 @@ def first_record(path: Path) -> dict | None:
         return None
 
 
-def read_prompts(path: Path, question_ids: Sequence[str]) -> dict[str, str | None]:
+def read_prompts(path: Path, question_ids: Sequence[str] | None) -> dict[str, str | None]:
     """The prompt lmms-eval logged for each of these questions (a sample's `input`: the task's text, the question and
-    its lettered options); None where a line has no `input` or the file lacks the question."""
+    its lettered options), for every question of the file where `question_ids` is None; None where a line has no
+    `input` or the file lacks the question."""
     data = path.read_bytes()
     try:
         logged = {s.visdep.question_id: s.input for s in _PROMPTS.decode_lines(data)}
     except msgspec.DecodeError:
         logged = {str(_record(sample, where).get("question_id")): sample.get("input")
                   for where, sample in _lines(data, path)}
-    return {q: text if isinstance(text := logged.get(q), str) else None for q in question_ids}
+    return {q: text if isinstance(text := logged.get(q), str) else None
+            for q in (logged if question_ids is None else question_ids)}

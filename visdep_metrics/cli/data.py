@@ -30,8 +30,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                                           "report what was read: counts against the official ones, the records "
                                           "that cannot be used by reason, and the files' oddities",
                        description="Exits 1 where a benchmark cannot be loaded, where records cannot be used and "
-                                   f"{SKIP_ENV}=1 is not set (the tasks would stop), or where a spec's videos are "
-                                   "missing; 2 where a --spec cannot be read.")
+                                   f"{SKIP_ENV}=1 is not set (the tasks would stop), where a spec's videos are "
+                                   "missing, or where a benchmark named (or a --spec's) is not checked because its "
+                                   "variable is unset or empty; 2 where a --spec cannot be read.")
     p.add_argument("benchmarks", nargs="*", help=f"default: all ({', '.join(BENCHMARKS)}), or with --spec the "
                                                  f"specs' benchmarks")
     add_spec_argument(p)  # a spec's benchmark is also checked for its videos (fields.video)
@@ -40,8 +41,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _fixtures(args) -> int:
     from visdep_metrics.demo.fixtures import write_fixtures
+    from visdep_metrics.outdir import OutputDirError
 
-    env = write_fixtures(args.out, videos=not args.no_videos, scale=args.scale)
+    try:
+        env = write_fixtures(args.out, videos=not args.no_videos, scale=args.scale)
+    except OSError as e:  # the folder the user named cannot be written
+        raise OutputDirError(f"{args.out}: cannot write there ({e.filename}: {e.strerror})") from e
     for key, value in env.items():
         print(f"export {key}={value}")
     return 0
@@ -149,17 +154,21 @@ def _check_data(args) -> int:
     from lmms_eval_tasks.spec_data import check_spec_videos, register_specs, registered_spec
 
     spec_names = register_specs(args.spec)  # a spec that cannot be read is the command's error
+    named = bool(args.benchmarks or spec_names)  # a benchmark asked for by name must be checked, or the exit says so
     args.benchmarks = args.benchmarks or spec_names or list(BENCHMARKS)
-    status, checked = 0, 0
+    status, checked, unset = 0, 0, []
     for name in args.benchmarks:
         try:
             variable = get_benchmark(name).env_var
-        except KeyError as e:
-            print(f"{name}: ERROR {e.args[0]}")
+        except BenchmarkDataError as e:
+            print(f"{name}: ERROR {e}")
             status = 1
             continue
         if not os.environ.get(variable) and get_benchmark(name).default_root is None:
-            print(f"{name}: skipped ({variable} is not set)")
+            shown = "is set but empty" if variable in os.environ else "is not set"
+            print(f"{name}: {'ERROR not checked' if named else 'skipped'} ({variable} {shown})")
+            unset.append(variable)
+            status = max(status, int(named))
             continue
         checked += 1
         try:
@@ -177,6 +186,8 @@ def _check_data(args) -> int:
                 print(f"  ERROR {e}")
                 status = 1
     if not checked:
-        variables = ", ".join(BENCHMARKS[b].env_var for b in args.benchmarks if b in BENCHMARKS)
-        print(f"no benchmark checked: none of {variables} is set (point them at the official downloads)")
+        if unset:
+            print(f"no benchmark checked: none of {', '.join(unset)} is set (point them at the official downloads)")
+        else:
+            print("no benchmark checked")
     return status

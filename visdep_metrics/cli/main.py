@@ -1,10 +1,11 @@
 """`visdep`: one command line for the whole audit.
 
 Each subcommand lives in its own module, which exposes `register(subparsers)`; registering adds a parser whose
-`func(args) -> int` runs the command. A command reports bad input by raising: every error class of the project that
-means "this file, record, key or option cannot be used" derives from ValueError (BenchmarkDataError and SpecError,
-RunDataError, PanelError, StressTestError, OutputDirError), and an unreadable or unwritable path is an OSError. `main`
-prints either as `visdep <command>: error: <message>` on stderr and exits 2; the message names what is wrong.
+`func(args) -> int` runs the command. A command reports bad input by raising a `VisdepError` (every error class of
+the project that means "this file, record, key, option or path cannot be used" derives from it: BenchmarkDataError
+and SpecError, RunDataError, PanelError, StressTestError, OutputDirError, OptionError); `main` prints it as one line
+`visdep <command>: error: <message>` on stderr and exits 2. Any other exception is a bug and propagates with its
+traceback (exit 1).
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ import argparse
 import importlib
 import sys
 
+from lmms_eval_tasks.errors import VisdepError
+
 # Modules that provide subcommands, in the order `visdep --help` lists them.
 COMMAND_MODULES = [
     "visdep_metrics.cli.audit",
@@ -20,8 +23,9 @@ COMMAND_MODULES = [
     "visdep_metrics.cli.tst",
     "visdep_metrics.cli.spec",
     "visdep_metrics.cli.data",
+    "visdep_metrics.cli.explore",
+    "visdep_metrics.cli.store",
 ]
-INPUT_ERRORS = (ValueError, OSError)
 ERROR_STATUS = 2
 
 
@@ -50,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args) or 0)
-    except INPUT_ERRORS as e:
+    except VisdepError as e:
         print(f"visdep {args.command_name}: error: {e}", file=sys.stderr)
         return ERROR_STATUS
 

@@ -4,26 +4,28 @@ from __future__ import annotations
 
 import argparse
 
+from lmms_eval_tasks.errors import OptionError
 from lmms_eval_tasks.loaders import BENCHMARKS
 
 
 def add_spec_argument(parser: argparse.ArgumentParser) -> None:
     """`--spec SPEC`, repeatable: benchmarks described by specs, registered before the command runs."""
     parser.add_argument("--spec", action="append", default=[], metavar="SPEC",
-                        help="a benchmark spec YAML (configs/specs/*.yaml, docs/specs.md); its benchmark is then known "
-                             "by its name; repeatable")
+                        help="a benchmark spec YAML (docs/specs.md), or the name of a shipped example (configs/specs: "
+                             "mmau_cap, vru_accident, mlvu_release); its benchmark is then known by its name; "
+                             "repeatable")
 
 
 def benchmark_from_arguments(benchmark: str | None, spec_names: list[str]) -> str:
     """--benchmark, or the benchmark of the one --spec when --benchmark is not given."""
     if benchmark:
         if benchmark not in BENCHMARKS:
-            raise KeyError(f"unknown benchmark {benchmark!r}; known: {', '.join(BENCHMARKS)} (a benchmark of your "
+            raise OptionError(f"unknown benchmark {benchmark!r}; known: {', '.join(BENCHMARKS)} (a benchmark of your "
                            f"own: --spec SPEC)")
         return benchmark
     if len(spec_names) == 1:
         return spec_names[0]
-    raise KeyError(f"name the benchmark: --benchmark NAME (one of {', '.join(BENCHMARKS)}), or one --spec SPEC")
+    raise OptionError(f"name the benchmark: --benchmark NAME (one of {', '.join(BENCHMARKS)}), or one --spec SPEC")
 
 
 def add_stress_test_options(p: argparse.ArgumentParser) -> None:
@@ -39,5 +41,11 @@ def tst_config(args):
     """The TstConfig of the options `add_stress_test_options` added."""
     from visdep_metrics.tst.stress_test import TstConfig
 
+    for option, value, least in (("--folds", args.folds, 2), ("--n-estimators", args.n_estimators, 1),
+                                 ("--min-samples-leaf", args.min_samples_leaf, 1)):
+        if value < least:
+            raise OptionError(f"{option} {value}: must be at least {least}")
+    if args.n_jobs == 0 or args.n_jobs < -1:
+        raise OptionError(f"--n-jobs {args.n_jobs}: give a number of cores >= 1, or -1 for all")
     return TstConfig(folds=args.folds, seed=args.seed, n_estimators=args.n_estimators,
                      min_samples_leaf=args.min_samples_leaf, n_jobs=args.n_jobs)

@@ -100,10 +100,11 @@ def _report(args) -> int:
     from lmms_eval_tasks.loaders import read_benchmark, skip_unusable
     from lmms_eval_tasks.spec_data import register_spec
     from lmms_eval_tasks.unusable import write_unusable
-    from visdep_metrics.outdir import check_out_dir
-    from visdep_metrics.tst.first_look import MARKER, write_first_look
+    from visdep_metrics.outdir import check_out_dir, staged
+    from visdep_metrics.tst.first_look import write_first_look
 
-    check_out_dir(args.out, MARKER, "spec report")
+    inputs = [args.spec, *([args.root] if args.root else [])]
+    check_out_dir(args.out, "spec report", inputs)
     bench = register_spec(args.spec)
     data = read_benchmark(bench.name, args.root)
     origin = f"spec {Path(args.spec)}"
@@ -112,7 +113,9 @@ def _report(args) -> int:
         origin += f" ({len(data.unusable)} unusable records left out, listed in {listed})"
     records = data.usable(skip_unusable(bench.name))
     # a ValueError (fewer videos than folds) is the command's error
-    written = write_first_look(records, bench.name, origin, args.out, tst_config(args), args.top)
+    with staged(args.out, "spec report", inputs) as target:
+        written = target.final(write_first_look(records, bench.name, origin, target.folder, tst_config(args),
+                                                args.top))
     print(Path(args.out) / "report.md")
     logger.info("wrote " + ", ".join(str(p) for p in written))
     return 0

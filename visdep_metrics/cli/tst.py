@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
+from lmms_eval_tasks.errors import OptionError, VisdepError
 from lmms_eval_tasks.loaders import BENCHMARKS, load_benchmark
 from lmms_eval_tasks.spec_data import register_specs
 from visdep_metrics.cli.options import add_spec_argument, add_stress_test_options, benchmark_from_arguments, tst_config
@@ -49,25 +51,28 @@ def _add_common(p: argparse.ArgumentParser) -> None:
 
 def _load(args) -> list:
     """The questions of --benchmark (or of the one --spec); an unknown or missing benchmark is an input error."""
-    try:
-        args.benchmark = benchmark_from_arguments(args.benchmark, register_specs(args.spec))
-    except KeyError as e:
-        raise ValueError(e.args[0]) from None
+    args.benchmark = benchmark_from_arguments(args.benchmark, register_specs(args.spec))
     return load_benchmark(args.benchmark, args.root)
 
 
+def _inputs(args) -> list:
+    """What OUT may not hold: the specs, the benchmark root, TsT-LLM's checkpoint."""
+    return [*args.spec, *(path for path in (args.root, getattr(args, "model", None)) if path)]
+
+
 def _tst(args) -> int:
-    from visdep_metrics.outdir import check_out_dir
+    from visdep_metrics.outdir import check_out_dir, staged
     from visdep_metrics.tst.stress_test import format_summary, run_tst, write_tst
 
-    check_out_dir(args.out, "summary.json", "tst")  # before the cross-validation runs
+    check_out_dir(args.out, "tst", _inputs(args))  # before the cross-validation runs
     records = _load(args)
     try:
         result = _run_llm(args, records) if args.method == "llm" else run_tst(records, tst_config(args),
                                                                                 args.benchmark)
-    except ValueError as e:  # e.g. fewer videos than folds: name the benchmark
-        raise ValueError(f"{args.benchmark}: {e}") from e
-    paths = write_tst(result, args.out)
+    except VisdepError as e:  # e.g. fewer videos than folds: name the benchmark
+        raise VisdepError(f"{args.benchmark}: {e}") from e
+    with staged(args.out, "tst", _inputs(args)) as target:
+        paths = target.final(write_tst(result, target.folder))
     print(format_summary(result.summary))
     print("wrote " + ", ".join(str(p) for p in paths))
     return 0
@@ -76,8 +81,8 @@ def _tst(args) -> int:
 def _run_llm(args, records):
     from visdep_metrics.tst.llm import LlmTstConfig, run_tst_llm
 
-    if not args.model:
-        raise ValueError("--method llm needs --model (a causal LM checkpoint folder)")
+    if not args.model or not Path(args.model).is_dir():
+        raise OptionError(f"--model {args.model}: --method llm needs a causal LM checkpoint folder")
     config = LlmTstConfig(model=args.model, gguf_file=args.gguf_file, folds=args.folds, seed=args.seed,
                           epochs=args.epochs, learning_rate=args.learning_rate, batch_size=args.batch_size,
                           lora_r=args.lora_r, lora_alpha=args.lora_alpha, device=args.device)
@@ -85,19 +90,20 @@ def _run_llm(args, records):
 
 
 def _ibp(args) -> int:
-    from visdep_metrics.outdir import check_out_dir
+    from visdep_metrics.outdir import check_out_dir, staged
     from visdep_metrics.tst.ibp import iterative_bias_pruning, resolve_budget, write_ibp
 
-    check_out_dir(args.out, "ibp.json", "ibp")  # before the pruning runs
+    check_out_dir(args.out, "ibp", _inputs(args))  # before the pruning runs
     records = _load(args)
     config = tst_config(args)
     try:
         budget = resolve_budget(args.budget, len(records))
         result = iterative_bias_pruning(records, budget, args.batch_size, args.threshold, config, args.benchmark)
-    except ValueError as e:
-        raise ValueError(f"{args.benchmark}: {e}") from e
-    write_ibp(result, args.out, args.benchmark, [r.question_id for r in records], budget, args.batch_size,
-              args.threshold, config)
+    except VisdepError as e:
+        raise VisdepError(f"{args.benchmark}: {e}") from e
+    with staged(args.out, "ibp", _inputs(args)) as target:
+        write_ibp(result, target.folder, args.benchmark, [r.question_id for r in records], budget, args.batch_size,
+                  args.threshold, config)
     print(result.trace.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
     print(f"stopped: {result.stop_reason}; removed {len(result.removed)}, kept {len(result.kept_ids)}; "
           f"debiased tasks in {args.out}/tasks")

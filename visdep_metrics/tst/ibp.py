@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 from loguru import logger
 
+from lmms_eval_tasks.errors import OptionError
 from lmms_eval_tasks.records import Question
 from visdep_metrics.provenance import package_versions
 from visdep_metrics.tst.stress_test import (
@@ -49,7 +50,7 @@ def resolve_budget(budget: float, n_questions: int) -> int:
         return int(np.floor(budget * n_questions))
     if budget >= 1 and float(budget).is_integer():
         return int(budget)
-    raise ValueError(f"budget {budget!r}: give a fraction in (0, 1) or a whole number of questions >= 1")
+    raise OptionError(f"--budget {budget!r}: give a fraction in (0, 1) or a whole number of questions >= 1")
 
 
 def iterative_bias_pruning(records: Sequence[Question], budget: int, batch_size: int, threshold: float | None = None,
@@ -59,10 +60,10 @@ def iterative_bias_pruning(records: Sequence[Question], budget: int, batch_size:
     config = config or TstConfig()
     records = list(records)
     if budget < 0 or budget >= len(records):
-        raise ValueError(f"budget {budget}: must be in 0..{len(records) - 1} (the benchmark has {len(records)} "
+        raise OptionError(f"--budget {budget}: must be in 0..{len(records) - 1} (the benchmark has {len(records)} "
                          "questions)")
     if batch_size < 1:
-        raise ValueError(f"batch size {batch_size}: must be at least 1")
+        raise OptionError(f"--batch-size {batch_size}: must be at least 1")
     remaining = records
     removed: list[dict] = []
     trace = []

@@ -1,0 +1,45 @@
+"""The audit's settings, once the runs are read and the panel resolved, and the one check of the options they hold.
+
+Its own module so that what computes the tables (`intervals.py`, `compute.py`) can take the settings without importing
+each other.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from lmms_eval_tasks.errors import OptionError
+from visdep_metrics.audit.diagnostics import TEXTUAL_EVIDENCE
+from visdep_metrics.audit.nonvisual import StressTest
+from visdep_metrics.audit.panels import Panel
+
+
+@dataclass(frozen=True)
+class AuditSettings:
+    """What every benchmark's tables are computed with, once the runs are read and the panel resolved."""
+
+    panel: Panel
+    tau: float
+    max_hits: int
+    roles: dict[str, str]  # model -> held_out / panel_vlm / panel_llm / vlm / text_llm
+    confidence_level: float  # of every interval; 1 − it is the α of every test
+    textual_evidence: str  # a name in diagnostics.TEXTUAL_EVIDENCE: T(q)'s formula
+    baseline: str | None = None  # every other model is compared with it
+    stress_tests: dict[str, StressTest] = field(default_factory=dict)  # benchmark -> `visdep tst` output
+
+    def __post_init__(self) -> None:
+        # The one place these are checked, whoever builds the settings (the command line, a library caller).
+        check_settings(self.tau, self.max_hits, self.textual_evidence)
+        if not 0 < self.confidence_level < 1:
+            raise ValueError(f"confidence_level must lie in (0, 1), got {self.confidence_level}")
+
+
+def check_settings(tau: float, max_hits: int, textual_evidence: str) -> None:
+    """Refuse a τ outside [0, 1) (τ >= 1 would keep every question, NaN none), a negative LLM-Inspector hit count,
+    or a T(q) formula that `diagnostics.TEXTUAL_EVIDENCE` does not name."""
+    if not 0 <= tau < 1:  # also false for NaN
+        raise OptionError(f"--tau {tau!r}: must lie in [0, 1) (S(q) <= tau keeps a question; S is at most 1)")
+    if isinstance(max_hits, bool) or int(max_hits) != max_hits or max_hits < 0:
+        raise OptionError(f"--max-hits {max_hits!r}: must be a whole number >= 0")
+    if textual_evidence not in TEXTUAL_EVIDENCE:
+        raise OptionError(f"--textual-evidence {textual_evidence!r}: unknown; known: {', '.join(TEXTUAL_EVIDENCE)}")
