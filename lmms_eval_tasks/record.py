@@ -18,20 +18,21 @@ from typing import Annotated
 
 import msgspec
 
+from lmms_eval_tasks.errors import VisdepError
+
 SCHEMA_VERSION = 2
 UNVERSIONED = 1  # what a record without `schema_version` is
 # checked by msgspec while it decodes (no pass over the records of its own)
 Version = Annotated[int, msgspec.Meta(ge=UNVERSIONED, le=SCHEMA_VERSION)]
 
 
-class RecordVersionError(ValueError):
+class RecordVersionError(VisdepError):
     """A record of a schema version this code does not know; the message names it."""
 
 
-class VisdepRecord(msgspec.Struct, frozen=True, kw_only=True, gc=False):
-    """One sample's visdep record, as version SCHEMA_VERSION writes it. `option_logprobs`: K log-probabilities (the
-    negated losses the model returned), p_k = softmax(option_logprobs); `continuations`: what the model scored after
-    its prompt for each option (" A" after a base model's "Answer:")."""
+class AuditedFields(msgspec.Struct, frozen=True, kw_only=True, gc=False):
+    """The fields of a visdep record the audit reads (`VisdepRecord` adds the rest): decoding into it skips
+    `continuations`, which the audit does not need, instead of building its strings."""
 
     question_id: str
     benchmark: str
@@ -44,31 +45,20 @@ class VisdepRecord(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     source: str | None = None
     video: str | None = None
     prompt_id: str | None = None
-    continuations: list[str] | None = None
     schema_version: Version = UNVERSIONED
+
+
+class VisdepRecord(AuditedFields, frozen=True, kw_only=True, gc=False):
+    """One sample's visdep record, as version SCHEMA_VERSION writes it: the audited fields and `continuations`, what
+    the model scored after its prompt for each option (" A" after a base model's "Answer:"). `option_logprobs`: K
+    log-probabilities (the negated losses the model returned), p_k = softmax(option_logprobs)."""
+
+    continuations: list[str] | None = None
 
 
 def new_record(**fields) -> dict:
     """A record of the current version as JSON data (what `process_results` returns under "visdep")."""
     return msgspec.to_builtins(VisdepRecord(**fields, schema_version=SCHEMA_VERSION))
-
-
-class AuditedFields(msgspec.Struct, frozen=True, kw_only=True, gc=False):
-    """The fields of `VisdepRecord` the audit reads, with the same names, types and defaults (a test holds them to
-    it): decoding into it skips `continuations`, which the audit does not need, instead of building its strings."""
-
-    question_id: str
-    benchmark: str
-    mode: str
-    n_options: int
-    answer_index: int
-    option_logprobs: list[float]
-    scoring: str
-    category: str | None = None
-    source: str | None = None
-    video: str | None = None
-    prompt_id: str | None = None
-    schema_version: Version = UNVERSIONED
 
 
 class AuditedSample(msgspec.Struct, gc=False):
