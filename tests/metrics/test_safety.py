@@ -28,6 +28,14 @@ def tree(root: Path) -> dict[str, str]:
             for p in sorted(root.rglob("*")) if p.is_file()}
 
 
+def assert_audit_refused(root: Path, capsys, runs: Path, out: Path, fragment: str) -> None:
+    """`visdep audit runs --out out` exits 2 with one error line holding `fragment`, and nothing under root changed."""
+    before = tree(root)
+    assert audit(runs, out=out) == 2
+    refused(capsys, fragment)
+    assert tree(root) == before
+
+
 def mmau(mode, correct, prefix="cap"):
     return records_from_correct("mmau", mode, correct, [5] * len(correct), prefix=prefix)
 
@@ -87,17 +95,11 @@ def test_an_earlier_audit_is_replaced_but_a_file_the_user_added_or_edited_stops_
     assert audit(runs, out=out) == 0  # an unchanged earlier audit is replaced
 
     (out / "my_notes.txt").write_text("mine")
-    before = tree(tmp_path)
-    assert audit(runs, out=out) == 2
-    refused(capsys, "did not write there (my_notes.txt)")
-    assert tree(tmp_path) == before
+    assert_audit_refused(tmp_path, capsys, runs, out, "did not write there (my_notes.txt)")
 
     (out / "my_notes.txt").unlink()
     (out / "report.md").write_text("my edits")
-    before = tree(tmp_path)
-    assert audit(runs, out=out) == 2
-    refused(capsys, "report.md (changed since visdep audit wrote it)")
-    assert tree(tmp_path) == before
+    assert_audit_refused(tmp_path, capsys, runs, out, "report.md (changed since visdep audit wrote it)")
 
 
 def test_an_out_written_by_another_command_or_without_a_file_list_is_refused(tmp_path, capsys):
@@ -105,16 +107,10 @@ def test_an_out_written_by_another_command_or_without_a_file_list_is_refused(tmp
     out = tmp_path / "audit"
     out.mkdir()
     (out / "audit.json").write_text("{}")  # looks like an audit, lists nothing
-    before = tree(tmp_path)
-    assert audit(runs, out=out) == 2
-    refused(capsys, "did not write there (audit.json)")
-    assert tree(tmp_path) == before
+    assert_audit_refused(tmp_path, capsys, runs, out, "did not write there (audit.json)")
     (out / "audit.json").unlink()
     (out / FILE_LIST).write_text(json.dumps({"command": "tst", "files": {}}))
-    before = tree(tmp_path)
-    assert audit(runs, out=out) == 2
-    refused(capsys, "written by visdep tst, not audit")
-    assert tree(tmp_path) == before
+    assert_audit_refused(tmp_path, capsys, runs, out, "written by visdep tst, not audit")
 
 
 def test_sigterm_while_writing_leaves_no_output_and_no_staging_folder(tmp_path, monkeypatch):
