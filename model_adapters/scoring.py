@@ -37,14 +37,16 @@ import torch
 from loguru import logger
 from tqdm import tqdm
 
+from lmms_eval_tasks.errors import VisdepError
 from model_adapters.prefetch import Prefetch, PreparedInOrder
 
 
-class ScoringError(RuntimeError):
-    """Scoring could not produce a finite log-likelihood; the message names the question."""
+class ScoringError(VisdepError, RuntimeError):
+    """Scoring could not produce a finite log-likelihood; the message names the question (what a user fixes: the
+    checkpoint, its template or the prompt, so a VisdepError)."""
 
 
-class OutOfMemory(RuntimeError):
+class OutOfMemory(VisdepError, RuntimeError):
     """The model did not fit; the message says which smaller setting to try."""
 
 

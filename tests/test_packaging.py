@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -13,8 +14,21 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def _source_copy(into: Path) -> Path:
+    """The checkout's files that git would commit (tracked, or new and not ignored), copied: setuptools builds in the
+    source folder, and a build of the checkout itself would leave build/ and egg-info there."""
+    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
+                            check=True, capture_output=True).stdout.decode().split("\0")
+    for name in filter(None, listed):
+        if (ROOT / name).is_file():
+            (into / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, into / name)
+    return into
+
+
 def test_the_wheel_holds_configs_and_finds_the_paper_panel_by_name(tmp_path):
-    subprocess.run([sys.executable, "-m", "pip", "wheel", str(ROOT), "--no-deps", "--no-build-isolation", "-q",
+    source = _source_copy(tmp_path / "source")
+    subprocess.run([sys.executable, "-m", "pip", "wheel", str(source), "--no-deps", "--no-build-isolation", "-q",
                     "-w", str(tmp_path / "wheel")], check=True, cwd=tmp_path)
     (wheel,) = (tmp_path / "wheel").glob("visdep-*.whl")
     shipped = {p.name for p in (ROOT / "configs").glob("*/*.yaml") if not p.stem.endswith(("_blind", "_video"))}

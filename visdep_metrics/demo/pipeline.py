@@ -34,6 +34,7 @@ import yaml
 from loguru import logger
 
 from visdep_metrics.demo.planted import PlantedConfig, write_planted
+from visdep_metrics.outdir import OutputDirError
 
 TEXT_LLMS = ("qwen2", "llama")
 VLMS = ("qwen2_5_vl", "llava_onevision")
@@ -126,8 +127,11 @@ def run_demo(out: Path, max_frames: int = 4, with_smollm2: bool = True, cache_di
     started = time.time()
     config = config or PlantedConfig()
     out = out.resolve()
-    for d in (out / "runs", out / "logs"):
-        d.mkdir(parents=True, exist_ok=True)
+    try:
+        for d in (out / "runs", out / "logs"):
+            d.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise OutputDirError(f"--out {out}: cannot write there ({e.strerror})") from e
     data = out / "data"
     env = {**os.environ, **write_planted(data, config), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
            "TOKENIZERS_PARALLELISM": "false", "VISDEP_SCORING": "option"}
