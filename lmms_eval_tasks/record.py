@@ -13,8 +13,9 @@ A record of a version newer than this code knows is refused: its fields may mean
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from typing import Annotated
+import functools
+from collections.abc import Collection, Iterable, Mapping
+from typing import Annotated, Literal
 
 import msgspec
 
@@ -79,11 +80,40 @@ def check_versions(versions: Iterable[int], where: str) -> None:
                                  f"({UNVERSIONED}..{SCHEMA_VERSION}); written by a newer visdep? Upgrade visdep")
 
 
-def decode_samples(data: bytes) -> list[AuditedSample]:
+def decode_samples(data: bytes, same: Mapping[str, str] | None = None,
+                   without: Collection[str] = ()) -> list[AuditedSample]:
     """Every line of a samples file decoded into its typed record, any known version (msgspec.DecodeError where a
     line is not one: a stringified record, numbers as text, NaN, an unknown version; the careful reader decides and
-    names the line)."""
-    return _SAMPLES.decode_lines(data)
+    names the line).
+
+    `same`: text fields every record must hold with these values (a file's benchmark, mode, scoring): each record
+    then refers to the one string instead of a string of its own, and a record holding another value is a
+    DecodeError. `without`: optional fields left unread (None), skipped like lmms-eval's own fields. Either way the
+    records have AuditedFields' fields, in a type of their own."""
+    if not same and not without:
+        return _SAMPLES.decode_lines(data)
+    return _decoder(tuple(sorted((same or {}).items())), frozenset(without)).decode_lines(data)
+
+
+@functools.lru_cache(maxsize=64)
+def _decoder(same: tuple[tuple[str, str], ...], without: frozenset[str]) -> msgspec.json.Decoder:
+    """A decoder of AuditedSample whose record type is AuditedFields with `same`'s fields narrowed to their one
+    value (a Literal) and `without`'s left out."""
+    values = dict(same)
+    fields = {f.name: f for f in msgspec.structs.fields(AuditedFields)}
+    if not set(values) <= {name for name, f in fields.items() if f.type is str} \
+            or not set(without) <= {name for name, f in fields.items() if not f.required}:
+        raise ValueError(f"same={values} must name required text fields and without={sorted(without)} optional "
+                         f"ones of {sorted(fields)}")
+    record = msgspec.defstruct(
+        "AuditedFieldsOfOneFile",
+        [(f.name, Literal[values[f.name]] if f.name in values else f.type, *([] if f.required else [f.default]))
+         for f in fields.values() if f.name not in without], kw_only=True, frozen=True, gc=False)
+    sample = msgspec.defstruct(
+        "AuditedSampleOfOneFile",
+        [(f.name, record if f.name == "visdep" else f.type, *([] if f.required else [f.default]))
+         for f in msgspec.structs.fields(AuditedSample)], gc=False)
+    return msgspec.json.Decoder(sample)
 
 
 def upgrade(record: Mapping, where: str) -> dict:

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from tests.helpers.runs import log_probabilities, records_from_correct, visdep_record, write_run
-from visdep_metrics.audit.pairing import load_runs
+from visdep_metrics.audit.pairing import load_runs, plan_runs, read_benchmark, read_task_run, reference_file
 from visdep_metrics.audit.runs import model_identity
 from visdep_metrics.audit.samples import RunDataError
 from visdep_metrics.cli.main import main
@@ -404,3 +404,42 @@ def test_a_blind_and_a_video_run_of_different_weights_are_refused_naming_both(tm
     write_run(tmp_path, "org/vlm", {"mmau_video": mmau("video")}, subfolder="after")
     notes = load_runs([tmp_path]).notes
     assert len(notes) == 1 and "1 run(s) record no checkpoint identity" in notes[0]
+
+
+def test_categories_and_sources_are_those_of_the_first_models_blind_run(tmp_path):
+    """Only the run every other is compared with (the first model's blind run) is read with its categories and
+    sources; the others are read without them (None), whatever they hold, so their values never reach the audit."""
+    def records(mode: str, category: str, source: str) -> list[dict]:
+        return [{**r, "category": category, "source": source} for r in mmau(mode)]
+
+    write_run(tmp_path, "org/a", {"mmau_blind": records("blind", "kept", "CAP")})
+    write_run(tmp_path, "org/b", {"mmau_blind": records("blind", "other", "DADA"),
+                                  "mmau_video": records("video", "video's", "DoTA")})
+    plan = plan_runs([tmp_path])
+    files = plan.by_benchmark["mmau"]
+    reference = reference_file(files)
+    assert (reference.model, reference.mode) == ("org/a", "blind")
+    read = {(f.model, f.mode): read_task_run(f, descriptive=f is reference).samples for f in files}
+    assert read["org/a", "blind"].category.to_pylist() == ["kept"] * 6
+    assert all(s.category is None and s.source is None for key, s in read.items() if key != ("org/a", "blind"))
+    bench = read_benchmark("mmau", files)
+    assert bench.questions["category"].tolist() == ["kept"] * 6 and bench.questions["source"].tolist() == ["CAP"] * 6
+
+
+@pytest.mark.parametrize("stringified", [False, True], ids=["fast", "careful"])
+@pytest.mark.parametrize("field, other", [("mode", "video"), ("benchmark", "vru_accident"), ("scoring", "option")])
+def test_a_record_that_differs_from_the_first_in_benchmark_mode_or_scoring_is_refused(tmp_path, capsys, field,
+                                                                                       other, stringified):
+    """The fast reader decodes every record holding the first one's benchmark, mode and scoring; a later record
+    holding another leaves the file to the careful reader, which refuses it naming the file and both values."""
+    records = mmau("blind")
+    records[4] = {**records[4], field: other}
+    folder = write_run(tmp_path, "org/vlm", {"mmau_blind": records})
+    if stringified:
+        path = next(folder.glob("*_samples_*.jsonl"))
+        lines = [json.loads(line) for line in path.read_text().splitlines()]
+        path.write_text("".join(json.dumps({**s, "visdep": json.dumps(s["visdep"])}) + "\n" for s in lines))
+    assert main(["audit", str(tmp_path), "--out", str(tmp_path / "out")]) == 2
+    error = capsys.readouterr().err
+    assert "samples_mmau_blind.jsonl: one samples file must hold one " + field in error
+    assert repr(other) in error and repr(records[0][field]) in error

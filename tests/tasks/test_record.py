@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from lmms_eval_tasks import tasks
-from lmms_eval_tasks.record import SCHEMA_VERSION, AuditedFields, VisdepRecord, new_record
+from lmms_eval_tasks.record import SCHEMA_VERSION, AuditedFields, VisdepRecord, decode_samples, new_record
 from visdep_metrics.audit.samples import RunDataError, read_samples
 
 # Sample lines as visdep wrote them before the record had a version (the shape of tests/helpers/runs.py's
@@ -92,3 +92,17 @@ def test_the_audited_fields_are_the_records_own():
     record = {f.name: (f.type, f.default) for f in msgspec.structs.fields(VisdepRecord)}
     audited = {f.name: (f.type, f.default) for f in msgspec.structs.fields(AuditedFields)}
     assert audited == {name: spec for name, spec in record.items() if name != "continuations"}
+
+
+def test_the_decoder_narrowed_to_one_files_values_refuses_others_and_leaves_out_what_it_is_told():
+    lines = [_current(s) for s in PREVIOUS]
+    data = "".join(json.dumps(s) + "\n" for s in lines).encode()
+    same = {"benchmark": "vru_accident", "mode": "blind", "scoring": "letter"}
+    records = [s.visdep for s in decode_samples(data, same, without=("category", "source"))]
+    assert [(r.question_id, r.mode, r.video, r.option_logprobs) for r in records] == \
+        [("q0", "blind", "v0.mp4", [-2.0, -0.5, -3.0]), ("q1", "blind", None, [-1.5, -0.5])]
+    assert not hasattr(records[0], "category") and records[0].benchmark is records[1].benchmark
+    for field, other in (("mode", "video"), ("benchmark", "mmau"), ("schema_version", SCHEMA_VERSION + 1)):
+        changed = [lines[0], {**lines[1], "visdep": {**lines[1]["visdep"], field: other}}]
+        with pytest.raises(msgspec.DecodeError, match=rf"\$\[1\]\.visdep\.{field}"):
+            decode_samples("".join(json.dumps(s) + "\n" for s in changed).encode(), same)

@@ -182,8 +182,14 @@ def plan_runs(run_dirs: Sequence[str | Path], labels: dict[str, str] | None = No
                    skipped=skipped, model_info={m.name: m for m in models.values()})
 
 
-def read_task_run(file: RunFile, hashes: HashCache | None = None) -> TaskRun:
-    samples = read_samples(file.samples_path, tuple(BENCHMARKS), hashes)
+def read_task_run(file: RunFile, hashes: HashCache | None = None, descriptive: bool = True) -> TaskRun:
+    """One samples file, read (`descriptive`: with each question's category and source) and checked against its
+    results file."""
+    samples = read_samples(file.samples_path, tuple(BENCHMARKS), hashes, descriptive)
+    if (samples.benchmark, samples.mode) != (file.benchmark, file.mode):
+        raise RunDataError(f"{file.samples_path}: its first record said {file.benchmark} {file.mode} when the audit "
+                           f"found the runs, its records now say {samples.benchmark} {samples.mode}: the file changed "
+                           f"while the audit read it; rerun the audit once the run has finished writing")
     n = len(samples.question_id)
     if file.n_samples is not None and n < file.n_samples:
         raise RunDataError(f"{file.samples_path}: {n} sample line(s), but {file.results_path.name} beside it says "
@@ -202,7 +208,8 @@ def read_task_run(file: RunFile, hashes: HashCache | None = None) -> TaskRun:
 def read_benchmark(benchmark: str, files: Sequence[RunFile], hashes: HashCache | None = None) -> BenchmarkResults:
     """Read every samples file of one benchmark and pair them (module docstring); `hashes`: sha256 of files
     already hashed."""
-    bench = pair(benchmark, [read_task_run(f, hashes) for f in files])
+    reference = reference_file(files)
+    bench = pair(benchmark, [read_task_run(f, hashes, descriptive=f is reference) for f in files])
     logger.info(f"{benchmark}: {len(bench.questions)} questions, {len(bench.models)} model(s), "
                 f"{int(bench.has_video.sum())} with video")
     return bench
@@ -216,6 +223,12 @@ def load_runs(run_dirs: Sequence[str | Path], labels: dict[str, str] | None = No
 
 
 # --------------------------------------------------------------------------- pairing
+def reference_file(files: Sequence[RunFile]) -> RunFile | None:
+    """The run every other run of a benchmark is compared with, and whose categories and sources the audit keeps:
+    the blind run of the first model by name (the others need not read theirs)."""
+    return min((f for f in files if f.mode == "blind"), key=lambda f: f.model, default=None)
+
+
 def _compare(reference: TaskRun, other: TaskRun, subset_allowed: bool = False) -> np.ndarray:
     """Positions of `other`'s questions in `reference`; raises if questions, K, answers, videos or prompts differ.
 
@@ -316,7 +329,7 @@ def pair(benchmark: str, runs: list[TaskRun]) -> BenchmarkResults:
     _check_limits(benchmark, runs)
     by_model = _by_model(benchmark, runs)
     models = sorted(by_model)
-    reference = by_model[models[0]]["blind"].samples
+    reference = by_model[models[0]]["blind"].samples  # reference_file's
     n = len(reference.question_id)
     arrays = {name: np.full((len(models), n), np.nan) for name in
               ("correct_blind", "p_answer_blind", "entropy_blind", "correct_video", "p_answer_video")}

@@ -4,7 +4,8 @@ Each sample line of a visdep task carries a `visdep` record (`lmms_eval_tasks.re
 the one decoder of every version). A file is read
 
 - fast: msgspec decodes every line into the typed record only (`record.decode_samples`: the prompt, the responses
-  and the scored strings are skipped, not built); a file it cannot decode, or whose values fail the checks, is read
+  and the scored strings are skipped, not built; the benchmark, mode and scoring decoded as the first line's, and
+  category and source only where asked for); a file it cannot decode, or whose values fail the checks, is read
 - carefully: line by line, which reads what lmms-eval stringified (a record or a list written as a string, numbers
   as text) or raises a RunDataError naming the file, the line and what is wrong.
 
@@ -16,11 +17,14 @@ each file is taken from the bytes read, or kept from an earlier audit of the unc
 from __future__ import annotations
 
 import ast
+import gc
 import hashlib
 import json
 import math
 import os
+import re
 from collections.abc import Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from itertools import chain
 from operator import attrgetter
@@ -48,7 +52,8 @@ MODES = ("blind", "video")
 SCORINGS = ("letter", "option")
 _REQUIRED = ("question_id", "benchmark", "mode", "n_options", "answer_index", "option_logprobs", "scoring")
 _TEXT_FIELDS = ("question_id", "category", "source", "video", "prompt_id")
-_SINGLE_FIELDS = ("benchmark", "mode", "scoring")
+# what the audit takes from one run of each benchmark only (`read_samples`' descriptive)
+DESCRIPTIVE_FIELDS = ("category", "source")
 # How far above 0 a log-probability (and, with letter scoring, the log of the options' total probability) may lie
 # from rounding: a model's log-softmax in float32 or bf16 overshoots by far less; a probability or a negated
 # log-likelihood written in its place by far more.
@@ -71,8 +76,8 @@ class Samples:
     # strings as Arrow arrays: the audit keeps every file's, and millions of Python strings would slow every later
     # allocation and collection
     question_id: pa.Array
-    category: pa.Array
-    source: pa.Array
+    category: pa.Array | None  # None where read without the descriptive fields
+    source: pa.Array | None
     video: pa.Array  # null where the record does not say (version 1: `lmms_eval_tasks.record`)
     prompt_id: pa.Array  # the blind prompt's identity; null where the record does not say (version 1)
     n_options: np.ndarray
@@ -93,7 +98,7 @@ class _Columns:
     """A file's records as columns, before the checks that concern the whole file."""
 
     doc_id: np.ndarray | None
-    text: dict[str, list]  # _TEXT_FIELDS -> one value per record
+    text: dict[str, list | None]  # _TEXT_FIELDS -> one value per record (None: not read)
     n_options: np.ndarray
     answer_index: np.ndarray
     logprobs: np.ndarray  # flat: record i holds offsets[i]:offsets[i+1]
@@ -114,13 +119,62 @@ class _PromptSample(msgspec.Struct, gc=False):
 _PROMPTS = msgspec.json.Decoder(_PromptSample)
 
 
+class _SameInFile(msgspec.Struct, gc=False):
+    """The text fields every record of one file holds with one value."""
+
+    benchmark: str
+    mode: str
+    scoring: str
+
+
+class _FirstSample(msgspec.Struct, gc=False):
+    visdep: _SameInFile
+
+
+_FIRST = msgspec.json.Decoder(_FirstSample)
+
+
 class _NeedsCarefulRead(Exception):
     """The fast reader found something it cannot vouch for; the careful reader decides."""
 
 
-def _read_fast(data: bytes) -> _Columns:
+@contextmanager
+def _collector_paused():
+    """The cyclic garbage collector off while a file's records are decoded and turned into columns: the records
+    hold no reference cycles (their structs are gc=False; their lists hold floats), yet the hundreds of thousands
+    of lists a file decodes into would set off collection after collection, each traversing every list still
+    alive."""
+    enabled = gc.isenabled()
+    gc.disable()
     try:
-        samples = decode_samples(data)
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _first_line(data: bytes) -> bytes:
+    """Up to the end of the first line that is not blank."""
+    start = re.search(rb"\S", data)
+    end = data.find(b"\n", start.end()) if start else -1
+    return data if end < 0 else data[:end]
+
+
+def _read_fast(data: bytes, descriptive: bool = True) -> _Columns:
+    """The records as columns; `descriptive`: read category and source too. Every record is decoded holding the
+    benchmark, mode and scoring of the first (one string each, not one per record): a record holding another is
+    left to the careful reader, which names it."""
+    try:
+        same = msgspec.structs.asdict(_FIRST.decode(_first_line(data)).visdep)
+    except msgspec.DecodeError as e:
+        raise _NeedsCarefulRead(f"first line: {e}") from e
+    with _collector_paused():
+        return _columns(data, same, descriptive)  # its records are freed on return, before the collector is back
+
+
+def _columns(data: bytes, same: dict[str, str], descriptive: bool) -> _Columns:
+    try:
+        samples = decode_samples(data, same, without=() if descriptive else DESCRIPTIVE_FIELDS)
     except msgspec.DecodeError as e:  # also a wrong type, a missing field, NaN (not JSON), an unknown version
         raise _NeedsCarefulRead(str(e)) from e
     if not samples:
@@ -138,15 +192,11 @@ def _read_fast(data: bytes) -> _Columns:
         raise _NeedsCarefulRead("values fail the checks")
     doc_ids = list(map(attrgetter("doc_id"), samples))
     return _Columns(doc_id=None if None in doc_ids else np.array(doc_ids, dtype=np.int64),
-                    text={name: list(map(attrgetter(name), records)) for name in _TEXT_FIELDS},
+                    text={name: list(map(attrgetter(name), records)) if descriptive or name not in DESCRIPTIVE_FIELDS
+                          else None for name in _TEXT_FIELDS},
                     n_options=n_options, answer_index=answer, logprobs=values,
                     offsets=np.concatenate([[0], np.cumsum(lengths)]),
-                    single={name: _values(list(map(attrgetter(name), records))) for name in _SINGLE_FIELDS})
-
-
-def _values(column: list) -> set:
-    """The distinct values of a column that should hold one (counting is cheaper than hashing every value)."""
-    return {column[0]} if column.count(column[0]) == len(column) else set(column)
+                    single={name: {value} for name, value in same.items()})
 
 
 # --------------------------------------------------------------------------- careful: line by line
@@ -303,9 +353,12 @@ def _single(values: set, allowed: Sequence[str], path: Path, name: str) -> str:
     return value
 
 
-def read_samples(path: Path, benchmarks: Sequence[str], hashes: HashCache | None = None) -> Samples:
+def read_samples(path: Path, benchmarks: Sequence[str], hashes: HashCache | None = None,
+                 descriptive: bool = True) -> Samples:
     """Read one samples file into per-question results (correct, p_answer, entropy); `benchmarks`: the names a
-    record's benchmark may take. Its sha256 is that of the bytes read, or the one `hashes` kept for it unchanged."""
+    record's benchmark may take. Its sha256 is that of the bytes read, or the one `hashes` kept for it unchanged.
+    `descriptive`: read each question's category and source (DESCRIPTIVE_FIELDS; else None: the audit takes them
+    from one run of the benchmark)."""
     try:
         before = file_state(os.stat(path))
         data = path.read_bytes()
@@ -316,10 +369,12 @@ def read_samples(path: Path, benchmarks: Sequence[str], hashes: HashCache | None
     # nor one to keep
     state = state if state == before and provenance.settled(state) else None
     try:
-        columns = _read_fast(data)
+        columns = _read_fast(data, descriptive)
     except _NeedsCarefulRead as why:
         logger.debug(f"{path}: reading line by line ({why})")
         columns = _read_careful(data, path)
+        if not descriptive:
+            columns.text |= dict.fromkeys(DESCRIPTIVE_FIELDS)
     ids = pa.array(columns.text["question_id"], pa.string())
     if pc.count_distinct(ids).as_py() != len(ids):
         counts = pc.value_counts(ids)
@@ -331,18 +386,25 @@ def read_samples(path: Path, benchmarks: Sequence[str], hashes: HashCache | None
     k = columns.n_options
     probabilities = _probabilities(columns)
     answer = columns.answer_index
-    order = np.argsort(columns.doc_id, kind="stable") if columns.doc_id is not None else np.arange(len(k))
-    order_array = pa.array(order)
-    text = {name: pa.array(values, pa.string()).take(order_array) for name, values in columns.text.items()
-            if name != "question_id"}
+    doc_id = columns.doc_id
+    # doc_id order; most files are in it already, and then nothing is copied
+    order = None if doc_id is None or (doc_id[1:] >= doc_id[:-1]).all() else np.argsort(doc_id, kind="stable")
+    taken = None if order is None else pa.array(order)
+
+    def ordered(values):
+        if order is None or values is None:
+            return values
+        return values.take(taken) if isinstance(values, pa.Array) else values[order]
+
+    text = {name: None if values is None else ordered(pa.array(values, pa.string()))
+            for name, values in columns.text.items() if name != "question_id"}
     return Samples(path=path, benchmark=_single(columns.single["benchmark"], benchmarks, path, "benchmark"),
                    mode=_single(columns.single["mode"], MODES, path, "mode"), scoring=scoring,
-                   question_id=ids.take(order_array), **text, n_options=k[order],
-                   answer_index=answer[order],
-                   correct=(predicted_index(probabilities) == answer).astype(np.float64)[order],
-                   p_answer=answer_probability(probabilities, answer)[order],
-                   entropy=normalised_entropy(probabilities, k)[order], percent=_percent(probabilities, k)[order],
-                   predicted=predicted_index(probabilities).astype(np.int8)[order], state=state,
+                   question_id=ordered(ids), **text, n_options=ordered(k), answer_index=ordered(answer),
+                   correct=ordered((predicted_index(probabilities) == answer).astype(np.float64)),
+                   p_answer=ordered(answer_probability(probabilities, answer)),
+                   entropy=ordered(normalised_entropy(probabilities, k)), percent=ordered(_percent(probabilities, k)),
+                   predicted=ordered(predicted_index(probabilities).astype(np.int8)), state=state,
                    sha256=(hashes and state and hashes.known(path, state)) or hashlib.sha256(data).hexdigest())
 
 
