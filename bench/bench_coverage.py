@@ -15,9 +15,13 @@ differ). With the video: right where a_v + 0.6 u_p + b_{v,m} + e'_{q,m} > c', a_
 model's own take on it. All effects normal; c and c' put every question's marginal accuracy at the target, so the
 true Acc_B = Acc_V = target, VG = 0, every A − B difference = 0, BG = target − chance.
 
-    python bench/bench_coverage.py [--benchmarks ../shared/benchmarks] [--simulations 1000] [--seed 0]
+    python bench/bench_coverage.py [--benchmarks ../shared/benchmarks] [--simulations 4000] [--seed 0]
+                                   [--accuracies 0.25 0.5 0.92] [--groups location ...] [--lists vru_accident mmau]
 
-The Monte Carlo standard error of a coverage near 95% over S simulations is √(0.95 · 0.05 / S): 0.7 points at 1,000.
+The Monte Carlo standard error of a coverage near 95% over S simulations is √(0.95 · 0.05 / S): 0.34 points at 4,000,
+so a 4-6% error rate is ±2.9 SE of 5% (at 1,000, ±1.4 SE: a perfect test would land outside it in one cell in six).
+`--groups` keeps the groups whose name contains one of the words (to rerun a few cells); the table flags each cell
+outside 93-97% (coverage) and each Δ outside 94-96% (a raw type I error outside 4-6%).
 """
 
 from __future__ import annotations
@@ -120,48 +124,67 @@ def run_cell(design: dict[str, np.ndarray], groups: dict[str, np.ndarray], accur
     return {"covered": covered, "withheld": withheld}, family
 
 
-def cell_text(covered: float, withheld: float, simulations: int) -> str:
+def cell_text(covered: float, withheld: float, simulations: int, difference: bool) -> tuple[str, bool]:
+    """The cell's coverage (and the share withheld, where at least 1%), and whether it meets the bench's criterion:
+    93-97%, and for a Δ (its raw type I error 100 - coverage) 94-96%."""
     given = simulations - withheld
     if given == 0:
-        return "withheld"
-    text = f"{100 * covered / given:.1f}"
-    return text + (f" ({100 * withheld / simulations:.0f}% withheld)" if withheld >= 0.01 * simulations else "")
+        return "withheld", True
+    share = round(100 * covered / given, 1)  # judged as printed
+    meets = 94 <= share <= 96 if difference else 93 <= share <= 97
+    text = f"{share:.1f}" if meets else f"**{share:.1f}**"
+    return text + (f" ({100 * withheld / simulations:.0f}% withheld)" if withheld >= 0.01 * simulations else ""), meets
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--benchmarks", type=Path, default=REPO.parent / "shared" / "benchmarks",
                         help="folder with vru_accident/ and mm_au/ (default ../shared/benchmarks)")
-    parser.add_argument("--simulations", type=int, default=1000,
-                        help="simulated benchmarks per cell (default 1000)")
+    parser.add_argument("--simulations", type=int, default=4000,
+                        help="simulated benchmarks per cell (default 4000)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--accuracies", type=float, nargs="+", default=list(ACCURACIES))
+    parser.add_argument("--groups", nargs="+", default=None,
+                        help="keep the groups whose name contains one of these words (default all)")
+    parser.add_argument("--lists", nargs="+", default=["vru_accident", "mmau"], choices=["vru_accident", "mmau"])
     args = parser.parse_args()
     if not (args.benchmarks / "vru_accident").is_dir() or not (args.benchmarks / "mm_au").is_dir():
         print(f"--benchmarks {args.benchmarks}: no vru_accident/ and mm_au/ there", file=sys.stderr)
         return 2
     rng = np.random.default_rng(args.seed)
-    lists = {"vru_accident": question_list(args.benchmarks, "vru_accident", "vru_accident"),
-             "mmau": question_list(args.benchmarks, "mmau", "mm_au")}
+    folders = {"vru_accident": "vru_accident", "mmau": "mm_au"}
+    lists = {name: question_list(args.benchmarks, name, folders[name]) for name in args.lists}
     s = args.simulations
-    print(f"{s} simulated benchmarks per cell; Monte Carlo SE of a 95% coverage "
-          f"{100 * np.sqrt(0.95 * 0.05 / s):.1f} points, of a 5% error rate {100 * np.sqrt(0.05 * 0.95 / s):.1f}")
+    print(f"{s} simulated benchmarks per cell; Monte Carlo SE of a 95% coverage (and of a 5% error rate) "
+          f"{100 * np.sqrt(0.95 * 0.05 / s):.2f} points")
     header = "| group | n | accuracy | " + " | ".join(QUANTITIES) + " |"
     table, families = [header, "|" + "---|" * (len(QUANTITIES) + 3)], []
     started = time.perf_counter()
+    meeting = {"coverage": [0, 0], "type I": [0, 0]}
     for name, design in lists.items():
         groups = groups_of(name, design, rng)
-        for accuracy in ACCURACIES:
+        if args.groups:
+            groups = {group: keep for group, keep in groups.items() if any(w in group for w in args.groups)}
+        if not groups:
+            continue
+        for accuracy in args.accuracies:
             counts, family = run_cell(design, groups, accuracy, s, rng)
             for g, (group, keep) in enumerate(groups.items()):
-                table.append(f"| {group} | {int(keep.sum())} | {accuracy:.2f} | " + " | ".join(
-                    cell_text(counts["covered"][g, j], counts["withheld"][g, j], s) for j in range(len(QUANTITIES)))
-                    + " |")
+                cells = [cell_text(counts["covered"][g, j], counts["withheld"][g, j], s, q.startswith("Δ"))
+                         for j, q in enumerate(QUANTITIES)]
+                for (_, meets), q in zip(cells, QUANTITIES, strict=True):
+                    meeting["type I" if q.startswith("Δ") else "coverage"][0] += meets
+                    meeting["type I" if q.startswith("Δ") else "coverage"][1] += 1
+                table.append(f"| {group} | {int(keep.sum())} | {accuracy:.2f} | "
+                             + " | ".join(text for text, _ in cells) + " |")
             families.append(f"| {'VRU-Accident' if name == 'vru_accident' else 'MM-AU'} | {accuracy:.2f} | "
                             f"{family['tests']} | {100 * family['raw'] / s:.1f} | {100 * family['holm'] / s:.1f} |")
             print(f"  {name} at {accuracy:.2f} done ({time.perf_counter() - started:.0f} s)", file=sys.stderr)
     print("\nCoverage of the 95% intervals (%; Δ: model A − model B, so 100 − coverage is the raw type I error of its "
-          "p < 0.05):\n")
+          "p < 0.05; in bold: outside 93-97%, for a Δ outside 94-96%):\n")
     print("\n".join(table))
+    print(f"\nAcc_B, Acc_V, BG, VG: {meeting['coverage'][0]} of {meeting['coverage'][1]} cells "
+          f"in 93-97%; Δ: {meeting['type I'][0]} of {meeting['type I'][1]} with a raw type I error in 4-6%")
     print("\nFamily-wise type I error (%): a family is every Δ p-value of one simulated benchmark's groups\n")
     print("| benchmark | accuracy | tests in the family | any raw p < 0.05 | any Holm-adjusted p < 0.05 |")
     print("|---|---|---|---|---|")

@@ -34,6 +34,12 @@ answers, scaled by (z / t_df)² (Wilson 1927; Korn & Graubard 1998, Dean & Pagan
 zero width, never outside [0, 1]. A difference (a Visual Gain, a model minus a baseline) gets the t interval
 d ± t_df s √(deff / N) and its two-sided p-value of H0: no change from the same t statistic, so p < 1 − confidence
 exactly when the interval excludes 0. Below MIN_INDEPENDENT independent answers: no interval, and the note says why.
+
+A difference between models in a group whose questions share prompts (ν_prompt ≥ 2) but no video, over fewer than
+WILD_BELOW effective prompts (a category where a few prompts hold much of it), gets its interval and p-value from the
+restricted wild cluster bootstrap over the prompts instead (`visdep_metrics.wild_bootstrap`: sign flips of whole
+prompts, the interval by inverting the test): there the t of a cluster-robust variance dominated by a few prompt sums
+is conservative, and under H0 two models of equal skill are exchangeable within each prompt.
 """
 
 from __future__ import annotations
@@ -45,6 +51,8 @@ import scipy.sparse
 import scipy.stats
 from numpy.typing import ArrayLike
 
+from visdep_metrics.wild_bootstrap import wild_intervals
+
 # Below this many independent answers (N / deff) no interval is given: the score and t approximations the intervals
 # rest on need a handful of independent answers on each side of the mean.
 MIN_INDEPENDENT = 10
@@ -52,12 +60,17 @@ MIN_INDEPENDENT = 10
 _BATCH_ELEMENTS = 1_000_000
 # Degrees of freedom past which t is the normal quantile (a variance that is estimated from nothing).
 _DF_MAX = 1e9
+# A difference between models in a group whose questions share prompts (ν_prompt ≥ 2), no video, and leave fewer
+# effective prompts (N / ν_prompt) than this gets the prompts' wild bootstrap (module docstring).
+WILD_BELOW = 400
+T, WILD, WILSON = "t on the design effect", "wild bootstrap over prompts", "Wilson on the design effect"
 
 
 @dataclass(frozen=True)
 class Intervals:
     """Per group and output, each (G, outputs): the interval (NaN where withheld), the p-value of H0: mean = 0 (NaN
-    for proportions), the design effect, the independent answers N / deff, and why an interval is withheld ("")."""
+    for proportions), the design effect, the independent answers N / deff, why an interval is withheld ("") and how
+    it was found (`method`)."""
 
     low: np.ndarray
     high: np.ndarray
@@ -65,6 +78,7 @@ class Intervals:
     deff: np.ndarray
     n_effective: np.ndarray
     note: np.ndarray  # str
+    method: np.ndarray  # str: how the interval and p were found (WILSON, T or WILD)
 
 
 def labels(units: ArrayLike | None, n: int) -> np.ndarray:
@@ -270,6 +284,8 @@ def crossed_intervals(values: ArrayLike, groups: ArrayLike | None = None, videos
     shape = (member.shape[0], outputs)
     low, high, p, deff, n_eff = (np.full(shape, np.nan) for _ in range(5))
     note = np.full(shape, "", dtype=object)
+    method = np.full(shape, T, dtype=object)
+    method[:, is_proportion] = WILSON
     for g, keep in enumerate(member):
         size = int(keep.sum())
         why = _group_note(size, video[keep], None if prompt is None else prompt[keep])
@@ -281,7 +297,27 @@ def crossed_intervals(values: ArrayLike, groups: ArrayLike | None = None, videos
                                        is_proportion)
         n_eff[g] = size / deff[g]
         low[g], high[g], p[g], note[g] = _bounds(y, n_eff[g], deff[g], df, is_proportion, confidence_level)
-    return Intervals(low=low, high=high, p_value=p, deff=deff, n_effective=n_eff, note=note)
+        wild = ~is_proportion & ~is_robust & np.isfinite(low[g])  # differences between models (docs/statistics.md)
+        unit = _dominant_prompts(video[keep], prompt[keep]) if prompt is not None and wild.any() else None
+        if unit is not None:
+            found = wild_intervals((_indicator(unit) @ y[wild].T).T, np.bincount(unit), confidence_level)
+            unbounded = np.isnan(found[0]) | np.isnan(found[1])
+            low[g, wild], high[g, wild], p[g, wild] = (np.where(unbounded, np.nan, f) for f in found)
+            method[g, wild] = WILD
+            note[g, np.flatnonzero(wild)[unbounded]] = (f"{int(unit.max()) + 1} prompts, a few holding most questions: "
+                                                        f"the sign-flip test rejects no value")
+    return Intervals(low=low, high=high, p_value=p, deff=deff, n_effective=n_eff, note=note, method=method)
+
+
+def _dominant_prompts(video: np.ndarray, prompt: np.ndarray) -> np.ndarray | None:
+    """A group's prompt labels 0..P-1 where the prompts are the only units its questions share (no two share a video),
+    shared enough that ν_prompt ≥ 2 and few enough that N / ν_prompt < WILD_BELOW; else None. (Over prompts of their
+    own the sign flips of single questions are the exact sign test, conservative for answers that are mostly ties.)"""
+    if np.bincount(video).max() > 1:
+        return None
+    unit = np.unique(prompt, return_inverse=True)[1].ravel()
+    nu = (np.bincount(unit).astype(np.float64) ** 2).sum() / len(unit)
+    return unit if nu >= 2 and len(unit) / nu < WILD_BELOW else None
 
 
 def _group_note(size: int, video: np.ndarray, prompt: np.ndarray | None) -> str:

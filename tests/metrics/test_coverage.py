@@ -1,7 +1,8 @@
 """Coverage by simulation: many benchmarks with crossed video and prompt effects, each given its intervals by
 `stats.crossed_intervals`; the 95% interval of an accuracy and of a paired difference must cover the truth in 93-97%
-of them (a difference: 93-98.5%, it is conservative where both models share the prompt effect), at accuracy 0.5 and
-0.92, also in a category where four prompts hold a third of the questions. (The full
+of them (a difference: 93-98.5%, it is conservative where both models share the prompt effect and videos are shared;
+in the location-like category, where it is the prompts' wild bootstrap, 96% here), at accuracy 0.5 and 0.92, also in
+a category where four prompts hold a third of the questions. (The full
 grid on the real question lists, with p-values and their family, is bench/bench_coverage.py.)
 
 The design copies VRU-Accident's shape: 1,000 videos of 6 questions; half the questions take one of 405 prompts shared

@@ -4,8 +4,9 @@ baseline (`comparison_rows`, with family-adjusted p-values: `adjust_family`) and
 Intervals and p-values come from `visdep_metrics.stats.crossed_intervals`: within each group (a benchmark, a
 category, the grounded subset) the design effect of each quantity is estimated from the videos and the prompts its
 questions share; accuracies get Wilson intervals on the independent answers that leaves, differences (VG, a model
-minus a baseline) t intervals with the p-value of the same statistic. Where the records name no prompt only videos
-enter, where they name no video each question is its own (and a note says so).
+minus a baseline) t intervals with the p-value of the same statistic (a difference between models over a few dominant
+prompts and no shared video: the prompts' wild cluster bootstrap, `visdep_metrics.wild_bootstrap`). Where the records
+name no prompt only videos enter, where they name no video each question is its own (and a note says so).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import pandas as pd
 from visdep_metrics.audit.diagnostics import subset_diagnostics
 from visdep_metrics.audit.pairing import BenchmarkResults
 from visdep_metrics.audit.runs import FRAMES_SETTING, ModelInfo
-from visdep_metrics.stats import Intervals, crossed_intervals, holm, labels, shares_prompts, units_per_group
+from visdep_metrics.stats import WILD, Intervals, T, crossed_intervals, holm, labels, shares_prompts, units_per_group
 
 if TYPE_CHECKING:
     from visdep_metrics.audit.settings import AuditSettings
@@ -236,8 +237,9 @@ def comparison_rows(bench: BenchmarkResults, scores: pd.DataFrame, settings: Aud
                                                      strict=True)):
         for i in others_rows:
             model = bench.models[i]
-            row = {"model": model, "role": settings.roles[model], "baseline": baseline, **common,
-                   "subset": subset, "p_test": f"t on the design effect over {common['resampled']}"}
+            by = found.method[g, out.at("acc_blind", i)]
+            row = {"model": model, "role": settings.roles[model], "baseline": baseline, **common, "subset": subset,
+                   "p_test": f"{T} over {common['resampled']}" if by == T else f"{WILD} (sign flips of whole prompts)"}
             for name in ("acc_blind", "acc_video", "visual_gain"):
                 o = out.at(name, i)
                 row[f"delta_{name}"] = np.nan if o is None else deltas[o, keep].mean()

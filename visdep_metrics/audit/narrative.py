@@ -144,8 +144,8 @@ def _comparison_section(audit: Audit) -> list[str]:
     return [f"## Against the baseline {audit.label(audit.baseline)}", "",
             "Each model minus the baseline on the same questions (percentage points), with paired intervals (the "
             "same questions, videos and prompts for both models). ΔAcc_B is also the change of the Blind Gap "
-            "(chance is shared); ΔVG the change of the Visual Gain. p (H0: no change): from the t statistic the "
-            f"interval is built on, so p < {1 - audit.settings.confidence_level:g} exactly where the "
+            "(chance is shared); ΔVG the change of the Visual Gain. p (H0: no change): from the test the interval "
+            f"is built on, so p < {1 - audit.settings.confidence_level:g} exactly where the "
             f"interval excludes 0 ({tests}); adjusted: {P_FAMILY}, the family whose chance of any false "
             "flag is held at that level. Text-shortcut gain: Acc_V rose while the Blind Gap rose or the Visual Gain "
             "fell, each at an adjusted p below it: the SFT case of the paper's appendix B.5.", "",
