@@ -1,4 +1,7 @@
-"""What differs between the vision-language families `visdep_vlm` runs, in one table.
+"""What differs between the vision-language families `visdep_vlm` and `visdep_vllm` run, in one table.
+
+Both engines show a family the same thing (`vlm.present_video`); `video_end` and `mrope` are what the Hugging Face
+engine needs to run a video's prefix once (vLLM's prefix cache and its own rotary positions do that for it).
 
 Every family takes the sampled frames as `processor(videos=[frames (T, H, W, 3) uint8])` and marks
 the video in the chat-templated text with a placeholder that its processor expands. What differs:
@@ -35,11 +38,11 @@ FAMILIES = {f.model_type: f for f in (
 )}
 
 
-def family_of(config) -> Family:
+def family_of(config, adapter_name: str = "visdep_vlm") -> Family:
     """The family of a loaded model's config; an error names the supported ones."""
     model_type = getattr(config, "model_type", None)
     if model_type not in FAMILIES:
-        raise ValueError(f"visdep_vlm does not know model_type {model_type!r}; supported: {', '.join(FAMILIES)}")
+        raise ValueError(f"{adapter_name} does not know model_type {model_type!r}; supported: {', '.join(FAMILIES)}")
     return FAMILIES[model_type]
 
 

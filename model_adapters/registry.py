@@ -4,7 +4,8 @@ lmms-eval loads every entry point of the group inside one try-block (a failure h
 task-discovery entry point too), so this module only builds manifests; the model classes are
 imported by lmms-eval when one is asked for."""
 
-MODELS = {"visdep_vlm": "model_adapters.vlm.VisdepVLM", "visdep_llm": "model_adapters.llm.VisdepLLM"}
+MODELS = {"visdep_vlm": "model_adapters.vlm.VisdepVLM", "visdep_llm": "model_adapters.llm.VisdepLLM",
+          "visdep_vllm": "model_adapters.vllm_adapter.VisdepVLLM"}  # vLLM is imported only when that class loads
 
 
 def manifests() -> list:

@@ -20,6 +20,8 @@ ADAPTER_DEFAULTS: dict[str, dict[str, object]] = {
     "visdep_vlm": {"dtype": DEFAULT_DTYPE, "max_frames": DEFAULT_MAX_FRAMES,
                    "frame_folder_fps": DEFAULT_FRAME_FOLDER_FPS},
     "visdep_llm": {"dtype": DEFAULT_DTYPE},
+    "visdep_vllm": {"dtype": DEFAULT_DTYPE, "max_frames": DEFAULT_MAX_FRAMES,
+                    "frame_folder_fps": DEFAULT_FRAME_FOLDER_FPS},
 }
 
 # model_args that decide where and how fast a model runs or how its files are fetched, not what it scores
@@ -30,6 +32,10 @@ NOT_SCORE_CHANGING = frozenset({
     "device", "device_map", "batch_size", "max_batch_size", "attn_implementation", "cache_dir",
     "local_files_only", "token", "low_cpu_mem_usage", "offload_folder",
     "decode_workers", "prefetch_videos", "prefetch_mb",
+    # visdep_vllm's engine arguments (model_adapters.vllm_adapter.ENGINE_ARGUMENTS)
+    "tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size", "gpu_memory_utilization",
+    "max_model_len", "max_num_seqs", "max_num_batched_tokens", "enable_prefix_caching", "enforce_eager",
+    "distributed_executor_backend",
 })
 # Yes/no loader arguments that choose what is loaded: `trust_remote_code` the modeling code (a folder's own class
 # or transformers'), `use_safetensors` the weight file where a folder holds both. Written "true"/"false"; the

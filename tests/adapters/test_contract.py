@@ -20,7 +20,8 @@ def test_entry_point_registers_both_models():
 
     [ep] = [ep for ep in entry_points(group="lmms_eval.models") if ep.name == "visdep"]
     names = {m.model_id: m.simple_class_path for m in ep.load()()}
-    assert names == {"visdep_vlm": "model_adapters.vlm.VisdepVLM", "visdep_llm": "model_adapters.llm.VisdepLLM"}
+    assert names == {"visdep_vlm": "model_adapters.vlm.VisdepVLM", "visdep_llm": "model_adapters.llm.VisdepLLM",
+                     "visdep_vllm": "model_adapters.vllm_adapter.VisdepVLLM"}
     for name in names:
         cls = get_model(name)
         assert issubclass(cls, lmms) and cls.is_simple

@@ -26,11 +26,13 @@ def lmms_eval_env(benchmark_env: dict[str, str], **extra: str) -> dict[str, str]
     return env
 
 
-def run_lmms_eval(args: list[str], env: dict[str, str], out: Path, timeout: int = 600) -> subprocess.CompletedProcess:
-    """Run `python -m lmms_eval ARGS --output_path OUT --log_samples`; stdout+stderr are kept in OUT/cli.log.
+def run_lmms_eval(args: list[str], env: dict[str, str], out: Path, timeout: int = 600,
+                  python: str = sys.executable) -> subprocess.CompletedProcess:
+    """Run `python -m lmms_eval ARGS --output_path OUT --log_samples` (`python`: another environment's interpreter,
+    such as vLLM's); stdout+stderr are kept in OUT/cli.log.
     With visdep installed a failed evaluation exits 1; the caller checks the exit status and the files."""
     out.mkdir(parents=True, exist_ok=True)
-    cmd = [sys.executable, "-m", "lmms_eval", *args, "--log_samples", "--output_path", str(out)]
+    cmd = [python, "-m", "lmms_eval", *args, "--log_samples", "--output_path", str(out)]
     proc = subprocess.run(cmd, env=env, cwd=out, capture_output=True, text=True, timeout=timeout)
     (out / "cli.log").write_text(proc.stdout + "\n" + proc.stderr)
     return proc

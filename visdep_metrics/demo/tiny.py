@@ -30,7 +30,7 @@ import numpy as np
 VLM_KINDS = ("qwen2_5_vl", "qwen2_vl", "llava_onevision", "internvl")
 LLM_KINDS = ("qwen2", "llama", "mistral_base", "qwen2_base", "deepseek")
 KINDS = VLM_KINDS + LLM_KINDS
-SIZES = ("test", "bench", "demo")
+SIZES = ("test", "bench", "demo", "vllm")
 
 QWEN_SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|vision_start|>", "<|vision_end|>",
                  "<|image_pad|>", "<|video_pad|>", "<image>", "<video>", "<IMG_CONTEXT>", "<img>", "</img>"]
@@ -127,6 +127,9 @@ SIZE_PRESETS = {
                  qwen_pixels=56 * 56),
     "bench": Size(hidden=512, layers=6, heads=8, kv_heads=2, vision_hidden=128, vision_layers=2, frame_side=128,
                   qwen_pixels=448 * 224),
+    # vllm: the test dimensions with text heads of 32 (vLLM's CPU attention takes head sizes 32, 64, 80, ...)
+    "vllm": Size(hidden=64, layers=2, heads=2, kv_heads=1, vision_hidden=32, vision_layers=2, frame_side=32,
+                 qwen_pixels=56 * 56, weight_std=0.1),
 }
 
 

