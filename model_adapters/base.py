@@ -47,6 +47,19 @@ PROCESSOR_KEYWORDS = frozenset({"revision", "trust_remote_code", "gguf_file", "c
 DTYPES = {"auto": "auto", "float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 
 
+def batch_size_of(adapter: str, batch_size: int | str, max_batch_size: int | None) -> int:
+    """--batch_size as a positive integer; lmms-eval's batch_size=auto (which it passes as max_batch_size) refused."""
+    if max_batch_size is not None:
+        raise ValueError(f"{adapter}: max_batch_size (batch_size=auto) is not supported; give batch_size=N")
+    try:
+        size = int(batch_size)
+    except ValueError:
+        raise ValueError(f"{adapter}: batch_size must be an integer, got {batch_size!r}") from None
+    if size < 1:
+        raise ValueError(f"{adapter}: batch_size must be >= 1, got {batch_size!r}")
+    return size
+
+
 class ScoringAdapter(lmms):
     """Base of the visdep adapters: loglikelihood only (`is_simple`), exact, shared-prefix scoring."""
 
@@ -63,15 +76,7 @@ class ScoringAdapter(lmms):
             raise ValueError(f"{self.adapter_name}: unknown model_args {unknown}; accepted: pretrained, dtype, device, "
                              f"device_map, batch_size, attn_implementation, {', '.join(self.own_arguments)}"
                              f"{', ' if self.own_arguments else ''}{', '.join(sorted(MODEL_KEYWORDS))}")
-        if max_batch_size is not None:
-            raise ValueError(f"{self.adapter_name}: max_batch_size (batch_size=auto) is not supported; "
-                             "give batch_size=N")
-        try:
-            self.batch_size_per_device = int(batch_size)
-        except ValueError:
-            raise ValueError(f"{self.adapter_name}: batch_size must be an integer, got {batch_size!r}") from None
-        if self.batch_size_per_device < 1:
-            raise ValueError(f"{self.adapter_name}: batch_size must be >= 1, got {batch_size!r}")
+        self.batch_size_per_device = batch_size_of(self.adapter_name, batch_size, max_batch_size)
         dtype = settings.canonical_value("dtype", dtype)
         if dtype not in DTYPES:
             raise ValueError(f"{self.adapter_name}: dtype {dtype!r} not one of {', '.join(DTYPES)}")

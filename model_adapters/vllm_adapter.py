@@ -27,7 +27,7 @@ from lmms_eval.api.model import lmms
 from loguru import logger
 
 from model_adapters import identity, settings
-from model_adapters.base import DTYPES, PROCESSOR_KEYWORDS, ScoringAdapter
+from model_adapters.base import DTYPES, PROCESSOR_KEYWORDS, ScoringAdapter, batch_size_of
 from model_adapters.families import FAMILIES, family_of
 from model_adapters.frames import FrameSource
 from model_adapters.llm import present_text
@@ -91,20 +91,13 @@ class VisdepVLLM(ScoringAdapter):
         if unknown:
             raise ValueError(f"visdep_vllm: unknown model_args {unknown}; accepted: pretrained, dtype, batch_size, "
                              f"device, revision, trust_remote_code, {', '.join(self.own_arguments)}")
-        if max_batch_size is not None:
-            raise ValueError("visdep_vllm: max_batch_size (batch_size=auto) is not supported; give batch_size=N")
         if int(data_parallel_size) != 1:
             raise ValueError("visdep_vllm: data_parallel_size: vLLM's offline engine refuses data parallelism in one "
                              "process; launch one lmms-eval process per replica instead (docs/adapters.md)")
         if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
             raise ValueError("visdep_vllm runs as one lmms-eval process (vLLM spreads a model over GPUs itself: "
                              "tensor_parallel_size); launch it without accelerate/torchrun (docs/adapters.md)")
-        try:
-            self.batch_size_per_device = int(batch_size)
-        except ValueError:
-            raise ValueError(f"visdep_vllm: batch_size must be an integer, got {batch_size!r}") from None
-        if self.batch_size_per_device < 1:
-            raise ValueError(f"visdep_vllm: batch_size must be >= 1, got {batch_size!r}")
+        self.batch_size_per_device = batch_size_of(self.adapter_name, batch_size, max_batch_size)
         self.engine_arguments = ENGINE_DEFAULTS | {name: _read(name, ENGINE_ARGUMENTS[name], value)
                                                    for name, value in engine.items()}
         dtype = settings.canonical_value("dtype", dtype)
