@@ -95,6 +95,7 @@ CONTRASTS = np.array([[1, 0, 0, 0], [0, 0, 1, 0], [-1, 0, 1, 0], [1, -1, 0, 0], 
                      dtype=float)
 PROPORTION = np.array([True, True, False, False, False, False])
 ROBUST = np.array([False, True, True, False, False, False])  # a model's video answers, as the audit marks them
+BLIND = np.array([True, False, False, True, False, False])  # blind answers alone, as the audit marks them
 
 
 def run_cell(design: dict[str, np.ndarray], groups: dict[str, np.ndarray], accuracy: float, simulations: int,
@@ -108,7 +109,7 @@ def run_cell(design: dict[str, np.ndarray], groups: dict[str, np.ndarray], accur
     family = {"raw": 0, "holm": 0, "tests": 0}
     for _ in range(simulations):
         found = crossed_intervals(simulate(design, accuracy, rng), members, design["video"], design["prompt"], 0.95,
-                                  CONTRASTS, PROPORTION, ROBUST)
+                                  CONTRASTS, PROPORTION, ROBUST, BLIND)
         low, high = found.low, found.high
         hit = (low <= truth) & (truth <= high)
         given = ~np.isnan(low)

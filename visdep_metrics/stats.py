@@ -20,20 +20,25 @@ whenever a prompt's copies agree, whatever they agree on: that is what keeps the
 prompts hold a third of a category at accuracy 0.92. N / deff is the number of independent answers the figure rests
 on; where every answer is equal, ρ cannot be estimated and deff is the design's bound max(ν_video, ν_prompt).
 
-Answers with the video share more than their prompt (each copy comes with its own video): for those outputs
-(`robust`) the t has at most G − 1 degrees of freedom over G videos, and an accuracy's deff is at least the two-way
-cluster-robust one with each dimension's G / (G − 1) (Cameron, Gelbach & Miller 2011). A difference between models
-(not `robust`, not a proportion), where what both share cancels, gets that cluster-robust variance alone, never below
-the independent answers' one. Degrees of freedom: Satterthwaite's, of the variance as a sum of its independent, video
-and prompt parts, each estimated from as many (effective, N / ν) units as it has (a proportion's independent part,
-p (1 − p) / N, is no estimate and costs none); at most N / ν − 1 of a factor that adds at least as much as the
-independent part.
+Blind answers share their prompt and nothing else (their input is the prompt): for those outputs (`blind`) the units
+are the prompts alone where prompts are known. Answers with the video share more than their prompt (each copy comes
+with its own video): for those outputs (`robust`) the t has at most G − 1 degrees of freedom over G videos that
+questions share, and an accuracy's deff is at least the two-way cluster-robust one with each dimension's G / (G − 1)
+(Cameron, Gelbach & Miller 2011). A difference between models (not `robust`, not a proportion), where what both
+share cancels, gets that cluster-robust variance alone, never below the independent answers' one. Degrees of
+freedom: Satterthwaite's, of the variance as a sum of its independent, video and prompt parts, each estimated from
+as many (effective, N / ν) units as it has (a proportion's independent part, p (1 − p) / N, is no estimate and costs
+none); at most N / ν − 1 of a factor that adds at least as much as the independent part. A proportion that is not
+`robust` (a blind accuracy) has the ANOVA deff alone, so its df are those of that estimate, 2 deff² / Var(deff̂),
+from Fisher's sampling variance of the intraclass correlation.
 
 Intervals. A proportion (an accuracy, or a mean of accuracies) gets the Wilson score interval on N / deff independent
 answers, scaled by (z / t_df)² (Wilson 1927; Korn & Graubard 1998, Dean & Pagano 2015 for clustered surveys): never of
 zero width, never outside [0, 1]. A difference (a Visual Gain, a model minus a baseline) gets the t interval
 d ± t_df s √(deff / N) and its two-sided p-value of H0: no change from the same t statistic, so p < 1 − confidence
-exactly when the interval excludes 0. Below MIN_INDEPENDENT independent answers: no interval, and the note says why.
+exactly when the interval excludes 0. Below MIN_INDEPENDENT independent answers: no interval, and the note says why;
+likewise for a difference whose non-zero part lies in so few shared videos or prompts that no sign-flip test
+over them could reach p < α (k ≤ log2(2 / α)).
 
 A difference between models in a group whose questions share prompts (ν_prompt ≥ 2) but no video, over fewer than
 WILD_BELOW effective prompts (a category where a few prompts hold much of it), gets its interval and p-value from the
@@ -48,7 +53,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse
-import scipy.stats
+import scipy.special
 from numpy.typing import ArrayLike
 
 from visdep_metrics.wild_bootstrap import wild_intervals
@@ -56,8 +61,6 @@ from visdep_metrics.wild_bootstrap import wild_intervals
 # Below this many independent answers (N / deff) no interval is given: the score and t approximations the intervals
 # rest on need a handful of independent answers on each side of the mean.
 MIN_INDEPENDENT = 10
-# Resampled units held at once (batch * units): 8 MB of counts per batch, whatever the benchmark's size.
-_BATCH_ELEMENTS = 1_000_000
 # Degrees of freedom past which t is the normal quantile (a variance that is estimated from nothing).
 _DF_MAX = 1e9
 # A difference between models in a group whose questions share prompts (ν_prompt ≥ 2), no video, and leave fewer
@@ -152,15 +155,17 @@ def _rows(values: ArrayLike) -> np.ndarray:
     return x
 
 
-def _intraclass(y: np.ndarray, unit: np.ndarray, spread: np.ndarray) -> tuple[np.ndarray, float]:
+def _intraclass(y: np.ndarray, unit: np.ndarray, spread: np.ndarray) -> tuple[np.ndarray, float, float]:
     """One-way ANOVA intraclass correlation of each row of y (rows, n) over `unit` (labels 0..C-1), in [0, 1] (NaN
-    where nothing varies), and ν = Σ n_u² / N."""
+    where nothing varies), ν = Σ n_u² / N, and the sampling variance of the estimate (Fisher 1925's large-sample
+    one, 2 (1 − ρ)² (1 + (n₀ − 1) ρ)² / (n₀ (n₀ − 1) (C − 1)) with n₀ = (N − ν) / (C − 1); 0 where no two
+    questions share a unit, since nothing is estimated then)."""
     n = y.shape[1]
     counts = np.bincount(unit)
     c = len(counts)
     nu = float((counts.astype(np.float64) ** 2).sum() / n)
     if c == n or c < 2:  # no two questions share a unit, or one unit holds them all
-        return np.where(spread > 0, 0.0, np.nan), nu
+        return np.where(spread > 0, 0.0, np.nan), nu, np.zeros(len(y))
     sums = _indicator(unit) @ y.T  # (C, rows)
     between = np.maximum((sums**2 / counts[:, None]).sum(axis=0) - y.sum(axis=1) ** 2 / n, 0.0)
     within = np.maximum(spread - between, 0.0)
@@ -169,22 +174,26 @@ def _intraclass(y: np.ndarray, unit: np.ndarray, spread: np.ndarray) -> tuple[np
     denominator = msb + (n0 - 1) * msw
     with np.errstate(invalid="ignore", divide="ignore"):
         rho = np.clip((msb - msw) / denominator, 0.0, 1.0)
-    return np.where((spread > 0) & (denominator > 0), rho, np.nan), nu
+    rho = np.where((spread > 0) & (denominator > 0), rho, np.nan)
+    r = np.nan_to_num(rho)
+    variance = 2 * (1 - r) ** 2 * (1 + (n0 - 1) * r) ** 2 / (n0 * max(n0 - 1, 1e-12) * (c - 1))
+    return rho, nu, variance
 
 
 def _design_effects(y: np.ndarray, video: np.ndarray, prompt: np.ndarray | None, robust: np.ndarray | bool = False,
                     proportion: np.ndarray | bool = True) -> tuple[np.ndarray, np.ndarray]:
-    """deff per row of y (module docstring) and the Satterthwaite degrees of freedom of the variance it implies:
-    the ANOVA one for blind answers (proportions), at least the cluster-robust one for the `robust` rows (video
-    answers), the cluster-robust one for the other differences (between models)."""
+    """deff per row of y (module docstring) and the degrees of freedom of the variance it implies: the ANOVA one
+    for blind answers (proportions; df of the estimated deff), at least the cluster-robust one for the `robust` rows
+    (video answers), the cluster-robust one for the other differences (between models); Satterthwaite's df for
+    those."""
     n = y.shape[1]
     spread = ((y - y.mean(axis=1, keepdims=True)) ** 2).sum(axis=1)
     video = np.unique(video, return_inverse=True)[1].ravel()
-    rho_v, nu_v = _intraclass(y, video, spread)
+    rho_v, nu_v, var_v = _intraclass(y, video, spread)
     if prompt is None:
-        rho_p, nu_p = np.zeros(len(y)), 1.0
+        rho_p, nu_p, var_p = np.zeros(len(y)), 1.0, np.zeros(len(y))
     else:
-        rho_p, nu_p = _intraclass(y, np.unique(prompt, return_inverse=True)[1].ravel(), spread)
+        rho_p, nu_p, var_p = _intraclass(y, np.unique(prompt, return_inverse=True)[1].ravel(), spread)
     varies = spread > 0
     rho_v, rho_p = np.where(varies, rho_v, 0.0), np.where(varies, rho_p, 0.0)
     total = rho_v + rho_p
@@ -205,6 +214,13 @@ def _design_effects(y: np.ndarray, video: np.ndarray, prompt: np.ndarray | None,
     for rho, nu in ((rho_v, nu_v), (rho_p, nu_p)):
         df = np.where(rho * (nu - 1) >= 1, np.minimum(df, max(n / nu - 1.0, 1.0)), df)
     is_robust = np.broadcast_to(np.asarray(robust, dtype=bool), deff.shape)
+    # A blind accuracy's variance is p (1 − p) deff / N with deff the ANOVA estimate alone: what is estimated is ρ,
+    # not a spread of cluster sums, so its df are those of the estimated deff, 2 deff² / Var(deff) (a scaled χ²
+    # matched to the ICC's sampling variance). Copies of a prompt that agree leave ρ near 1 and nearly certain,
+    # where counting the variance as estimated from N / ν prompts had the intervals over-cover (docs/statistics.md).
+    with np.errstate(divide="ignore"):
+        estimated = 2 * deff**2 / ((nu_v - 1) ** 2 * var_v + (nu_p - 1) ** 2 * var_p)
+    df = np.where(is_proportion & ~is_robust, np.minimum(estimated, _DF_MAX), df)
     difference = ~is_robust & ~is_proportion
     if (is_robust | difference).any():
         with np.errstate(invalid="ignore", divide="ignore"):
@@ -212,7 +228,8 @@ def _design_effects(y: np.ndarray, video: np.ndarray, prompt: np.ndarray | None,
         # video answers: t with at most G − 1 df over G videos (Cameron, Gelbach & Miller 2011); an accuracy's deff at
         # least the sandwich (VG keeps the ANOVA one: with the floor it over-covered, docs/statistics.md)
         deff = np.where(is_robust & is_proportion & varies, np.maximum(deff, sandwich), deff)
-        df = np.where(is_robust, np.minimum(df, max(float(video.max()), 1.0)), df)
+        if np.bincount(video).max() > 1:  # G − 1 df over G videos that answers share (none shared: no cluster)
+            df = np.where(is_robust, np.minimum(df, max(float(video.max()), 1.0)), df)
         # between models what both share cancels and no exchangeable share is left to estimate: the sandwich alone,
         # never below the independent answers' variance
         deff = np.where(difference & varies, np.maximum(sandwich, 1.0), deff)
@@ -248,7 +265,7 @@ def design_effect(values: ArrayLike, videos: ArrayLike | None = None, prompts: A
 
 def wilson(p: np.ndarray, n: np.ndarray, confidence_level: float) -> tuple[np.ndarray, np.ndarray]:
     """Wilson's score interval of a proportion p on n independent answers (n may be fractional)."""
-    z = scipy.stats.norm.ppf(0.5 + confidence_level / 2)
+    z = scipy.special.ndtri(0.5 + confidence_level / 2)
     centre = (p + z**2 / (2 * n)) / (1 + z**2 / n)
     half = z / (1 + z**2 / n) * np.sqrt(np.maximum(p * (1 - p), 0.0) / n + z**2 / (4 * n**2))
     return np.clip(centre - half, 0.0, 1.0), np.clip(centre + half, 0.0, 1.0)
@@ -257,7 +274,7 @@ def wilson(p: np.ndarray, n: np.ndarray, confidence_level: float) -> tuple[np.nd
 def crossed_intervals(values: ArrayLike, groups: ArrayLike | None = None, videos: ArrayLike | None = None,
                       prompts: ArrayLike | None = None, confidence_level: float = 0.95,
                       contrasts: ArrayLike | None = None, proportion: ArrayLike | bool = True,
-                      robust: ArrayLike | bool = False) -> Intervals:
+                      robust: ArrayLike | bool = False, blind: ArrayLike | bool = False) -> Intervals:
     """Intervals of the means of `values` (rows, n) over each group, with the dependence the questions' videos and
     prompts give them (module docstring).
 
@@ -267,13 +284,18 @@ def crossed_intervals(values: ArrayLike, groups: ArrayLike | None = None, videos
     interval, no p-value) or a difference (t interval and p-value). robust: (outputs,) booleans or one for all: the
     outputs whose answers share more than their prompt (video answers: a model sees each copy's own video): t with
     at most G − 1 df over G videos, and for a proportion a design effect at least the two-way cluster-robust one; a
-    difference that is not `robust` (between models) gets the cluster-robust one. Returns Intervals of (G, outputs)."""
+    difference that is not `robust` (between models) gets the cluster-robust one. blind: (outputs,) booleans or one
+    for all: the outputs made of blind answers only, which saw the prompt and no video: where prompts are given,
+    their units are the prompts alone. Returns Intervals of (G, outputs)."""
     x = _rows(values)
     rows, n = x.shape
     combine = np.eye(rows) if contrasts is None else np.asarray(contrasts, dtype=np.float64).reshape(-1, rows)
     outputs = combine.shape[0]
     is_proportion = np.broadcast_to(np.asarray(proportion, dtype=bool), (outputs,))
     is_robust = np.broadcast_to(np.asarray(robust, dtype=bool), (outputs,))
+    is_blind = np.broadcast_to(np.asarray(blind, dtype=bool), (outputs,))
+    if (is_robust & is_blind).any():
+        raise ValueError("an output cannot be both blind and robust (made of video answers)")
     member = np.ones((1, n), dtype=bool) if groups is None else np.asarray(groups, dtype=bool)
     if member.ndim != 2 or member.shape[1] != n:
         raise ValueError(f"groups must be (n_groups, {n}) booleans, got shape {member.shape}")
@@ -286,6 +308,8 @@ def crossed_intervals(values: ArrayLike, groups: ArrayLike | None = None, videos
     note = np.full(shape, "", dtype=object)
     method = np.full(shape, T, dtype=object)
     method[:, is_proportion] = WILSON
+    # the blind outputs' units where prompts are known: the prompts (each question its own video), else the videos
+    parts = [is_blind, ~is_blind] if prompt is not None and is_blind.any() else [np.ones(outputs, dtype=bool)]
     for g, keep in enumerate(member):
         size = int(keep.sum())
         why = _group_note(size, video[keep], None if prompt is None else prompt[keep])
@@ -293,20 +317,70 @@ def crossed_intervals(values: ArrayLike, groups: ArrayLike | None = None, videos
             note[g] = why
             continue
         y = combine @ x[:, keep]
-        deff[g], df = _design_effects(y, video[keep], None if prompt is None else prompt[keep], is_robust,
-                                       is_proportion)
-        n_eff[g] = size / deff[g]
-        low[g], high[g], p[g], note[g] = _bounds(y, n_eff[g], deff[g], df, is_proportion, confidence_level)
-        wild = ~is_proportion & ~is_robust & np.isfinite(low[g])  # differences between models (docs/statistics.md)
-        unit = _dominant_prompts(video[keep], prompt[keep]) if prompt is not None and wild.any() else None
-        if unit is not None:
-            found = wild_intervals((_indicator(unit) @ y[wild].T).T, np.bincount(unit), confidence_level)
-            unbounded = np.isnan(found[0]) | np.isnan(found[1])
-            low[g, wild], high[g, wild], p[g, wild] = (np.where(unbounded, np.nan, f) for f in found)
-            method[g, wild] = WILD
-            note[g, np.flatnonzero(wild)[unbounded]] = (f"{int(unit.max()) + 1} prompts, a few holding most questions: "
-                                                        f"the sign-flip test rejects no value")
+        for part in parts:
+            if not part.any():
+                continue
+            units = np.arange(size) if part is is_blind else video[keep]
+            found = _estimate(y[part], units, None if prompt is None else prompt[keep], is_robust[part],
+                              is_proportion[part], confidence_level)
+            low[g, part], high[g, part], p[g, part], deff[g, part], note[g, part], method[g, part] = found
+            n_eff[g, part] = size / deff[g, part]
     return Intervals(low=low, high=high, p_value=p, deff=deff, n_effective=n_eff, note=note, method=method)
+
+
+def _estimate(y: np.ndarray, video: np.ndarray, prompt: np.ndarray | None, is_robust: np.ndarray,
+              is_proportion: np.ndarray, confidence_level: float) -> tuple[np.ndarray, ...]:
+    """One group's (low, high, p, deff, note, method) for each output row of y (outputs, n_g), its questions'
+    videos and prompts the units."""
+    size = y.shape[1]
+    deff, df = _design_effects(y, video, prompt, is_robust, is_proportion)
+    low, high, p, note = _bounds(y, size / deff, deff, df, is_proportion, confidence_level)
+    method = np.where(is_proportion, WILSON, T).astype(object)
+    wild = ~is_proportion & ~is_robust & np.isfinite(low)  # differences between models (docs/statistics.md)
+    unit = _dominant_prompts(video, prompt) if prompt is not None and wild.any() else None
+    if unit is not None:
+        found = wild_intervals((_indicator(unit) @ y[wild].T).T, np.bincount(unit), confidence_level)
+        unbounded = np.isnan(found[0]) | np.isnan(found[1])
+        low[wild], high[wild], p[wild] = (np.where(unbounded, np.nan, f) for f in found)
+        method[wild] = WILD
+        note[np.flatnonzero(wild)[unbounded]] = (f"{int(unit.max()) + 1} prompts, a few holding most questions: "
+                                                 f"the sign-flip test rejects no value")
+    _withhold_few_differing(y, video, prompt, ~is_proportion & np.isfinite(low), 1 - confidence_level,
+                            (low, high, p, note))
+    return low, high, p, deff, note, method
+
+
+def _withhold_few_differing(y: np.ndarray, video: np.ndarray, prompt: np.ndarray | None, rows: np.ndarray,
+                            alpha: float, found: tuple[np.ndarray, ...]) -> None:
+    """Withhold (in place) the interval and p-value of each difference in `rows` whose non-zero part lies in fewer
+    clusters than any test of them needs. Clusters: the videos, and the prompts, where questions share them (ν ≥ 2,
+    as for the prompts' wild bootstrap). Were k of them (those whose sum is not 0) all a difference rests on, the
+    sign-flip test over them could reach no p below 2 / 2^k, which is ≥ α for k ≤ log2(2 / α) (5 at α = 0.05); the
+    t over few clusters carrying the whole difference is unreliable too (MacKinnon & Webb 2017). Over questions of
+    their own nothing is withheld: there the t's rejections at small k and its conservatism at larger k balance
+    (docs/statistics.md)."""
+    if not rows.any():
+        return
+    needed = int(np.floor(np.log2(2 / alpha))) + 1
+    counts = []
+    for unit in (video, prompt):
+        if unit is None:
+            continue
+        unit = np.unique(unit, return_inverse=True)[1].ravel()
+        sizes = np.bincount(unit).astype(np.float64)
+        if (sizes**2).sum() / len(unit) < 2:
+            continue
+        sums = (_indicator(unit) @ y[rows].T).T
+        counts.append((np.abs(sums) > 1e-9 * max(1.0, float(np.abs(y).max()))).sum(axis=1))
+    if not counts:
+        return
+    k = np.minimum.reduce(counts)
+    low, high, p, note = found
+    for o, units in zip(np.flatnonzero(rows), k, strict=True):
+        if units < needed:
+            low[o] = high[o] = p[o] = np.nan
+            note[o] = (f"the difference rests on {units} cluster{'s' if units != 1 else ''} (videos or prompts): "
+                       f"too few for a test at {alpha:g}")
 
 
 def _dominant_prompts(video: np.ndarray, prompt: np.ndarray) -> np.ndarray | None:
@@ -343,9 +417,9 @@ def _bounds(y: np.ndarray, n_eff: np.ndarray, deff: np.ndarray, df: np.ndarray, 
     # ratio of the binomial variance to its actual spread
     with np.errstate(invalid="ignore", divide="ignore"):
         binomial = np.where(spread > 0, size * mean * (1 - mean) / spread, 1.0)
-    t = scipy.stats.t.ppf(0.5 + confidence_level / 2, df)
+    t = scipy.special.stdtrit(df, 0.5 + confidence_level / 2)
     # the variance is estimated from df effective units: fewer answers by (z / t)², as Korn & Graubard (1998) do
-    z = scipy.stats.norm.ppf(0.5 + confidence_level / 2)
+    z = scipy.special.ndtri(0.5 + confidence_level / 2)
     wl, wh = wilson(mean, n_eff * np.maximum(binomial, 1.0) * (z / t) ** 2, confidence_level)
     se = np.sqrt(spread / (size - 1) * deff / size)
     for o in range(len(y)):
@@ -358,7 +432,7 @@ def _bounds(y: np.ndarray, n_eff: np.ndarray, deff: np.ndarray, df: np.ndarray, 
             low[o], high[o] = wl[o], wh[o]
         else:
             low[o], high[o] = mean[o] - t[o] * se[o], mean[o] + t[o] * se[o]
-            p[o] = 2 * scipy.stats.t.sf(abs(mean[o]) / se[o], df[o])
+            p[o] = 2 * scipy.special.stdtr(df[o], -abs(mean[o]) / se[o])
     return low, high, p, note
 
 
@@ -374,48 +448,3 @@ def holm(p_values: ArrayLike) -> np.ndarray:
         m = len(order)
         out[order] = np.minimum(np.maximum.accumulate((m - np.arange(m)) * flat[order]), 1.0)
     return out.reshape(p.shape)
-
-
-def bootstrap_mean_intervals(values: ArrayLike, groups: ArrayLike | None = None, clusters: ArrayLike | None = None,
-                             n_resamples: int = 1000, confidence_level: float = 0.95,
-                             seed: int | np.random.Generator = 0) -> tuple[np.ndarray, np.ndarray]:
-    """The video (cluster) bootstrap's percentile intervals of the means of `values` (rows, n) over each group, as
-    the demo's filter scores use it (no prompt shared). clusters: (n,) labels, default each question its own; group
-    g draws from the g-th generator `seed` spawns. Returns (low, high), each (G, rows), or (rows,) without
-    `groups`; NaN for a group of fewer than 2 clusters. A row that does not vary gets the zero width every resample
-    gives it: the audit's intervals (`crossed_intervals`) do not."""
-    x = _rows(values)
-    rows, n = x.shape
-    member = np.ones((1, n), dtype=bool) if groups is None else np.asarray(groups, dtype=bool)
-    cluster = labels(clusters, n)
-    rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
-    generators = rng.spawn(member.shape[0])
-    low, high = (np.full((member.shape[0], rows), np.nan) for _ in range(2))
-    for g, keep in enumerate(member):
-        unit = np.unique(cluster[keep], return_inverse=True)[1].ravel()
-        c = int(unit.max(initial=-1)) + 1
-        if c < 2:
-            continue
-        by_unit = _indicator(unit)
-        sums, sizes = by_unit @ x[:, keep].T, by_unit.sum(axis=1)
-
-        def means(drawn, axis=-1, sums=sums, sizes=sizes, c=c):
-            batch_shape = np.shape(drawn)[:-1]
-            w = _counts(drawn, c)
-            return ((w @ sums) / (w @ sizes)[:, None]).T.reshape((rows, *batch_shape))
-
-        result = scipy.stats.bootstrap((np.arange(c),), means, n_resamples=n_resamples, vectorized=True,
-                                       batch=int(max(1, min(n_resamples, _BATCH_ELEMENTS // c))),
-                                       method="percentile", confidence_level=confidence_level, rng=generators[g])
-        low[g], high[g] = result.confidence_interval
-    if groups is None:
-        return low[0], high[0]
-    return low, high
-
-
-def _counts(drawn: np.ndarray, n_units: int) -> np.ndarray:
-    """How often each unit was drawn: (..., n_units) drawn indices -> (b, n_units) counts, b the leading size."""
-    idx = np.asarray(drawn).reshape(-1, n_units)
-    b = idx.shape[0]
-    counts = np.bincount((idx + (n_units * np.arange(b))[:, None]).ravel(), minlength=b * n_units)
-    return counts.reshape(b, n_units).astype(np.float64)

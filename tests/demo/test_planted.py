@@ -10,6 +10,7 @@ import pytest
 
 from lmms_eval_tasks.loaders import load_benchmark
 from model_adapters.frames import read_frames
+from tests.helpers.by_hand import clustered_accuracy_interval
 from visdep_metrics.demo.pipeline import HELD_OUT, LLM_STEPS, ROLE_OF, TEXT_LLMS, VLM_STEPS, VLMS
 from visdep_metrics.demo.planted import (
     CANONICAL_REASONS,
@@ -155,11 +156,12 @@ def test_precision_recall_and_video_only_kept_by_hand():
     truth = pd.DataFrame({"question_id": list("abcdef"), "video": ["v1", "v1", "v2", "v2", "v3", "v3"],
                           "planted_type": ["text_only", "both", "text_only", "video_only", "video_only", "neither"]})
     removed = np.array([True, True, False, True, False, False])
-    [row] = filter_scores({"f": removed}, truth, n_resamples=200).to_dict("records")
+    [row] = filter_scores({"f": removed}, truth).to_dict("records")
     assert row["n_removed"] == 3
     assert row["precision"] == pytest.approx(2 / 3) and row["recall"] == pytest.approx(2 / 3)
     assert row["video_only_kept"] == pytest.approx(1 / 2)
-    assert row["precision_lo"] <= row["precision"] <= row["precision_hi"]
+    # three questions are too few independent answers for an interval: withheld, not made up
+    assert np.isnan([row["precision_lo"], row["precision_hi"], row["recall_lo"]]).all()
     sweep = threshold_sweep(np.array([0.9, 0.5, 0.05, 0.2, -0.3, 0.0]), truth, taus=[0.1, 0.6])
     assert sweep["n_removed"].tolist() == [3, 1]  # > 0.1: a, b, d; > 0.6: a
     assert sweep["precision"].tolist() == pytest.approx([2 / 3, 1.0])
@@ -186,3 +188,21 @@ def test_evidence_contributions_and_their_drivers_by_hand():
     even = pd.DataFrame({"model": ["x", "y", "z"], "contribution": [0.3, 0.3, 0.2]})
     assert drivers(even)["model"].tolist() == ["x", "y"]
     assert drivers(even.assign(contribution=0.0)).empty
+
+
+def test_a_filter_that_removes_every_text_solvable_question_gets_no_zero_width_recall_interval():
+    # 40 videos of 3 questions; the filter removes every text-solvable one and one video-only one in four: recall is
+    # 1 on every draw, and its interval (the audit's, Wilson's on the answers the videos leave) still has a width
+    rng = np.random.default_rng(3)
+    types = rng.choice(["text_only", "both", "video_only", "neither"], 120)
+    truth = pd.DataFrame({"question_id": [f"q{i}" for i in range(120)], "video": np.repeat(np.arange(40), 3),
+                          "planted_type": types})
+    text_solvable = np.isin(types, ["text_only", "both"])
+    removed = text_solvable | ((types == "video_only") & (np.arange(120) % 4 == 0))
+    [row] = filter_scores({"f": removed}, truth).to_dict("records")
+    assert row["recall"] == 1.0 and row["recall_hi"] == 1.0 and row["recall_lo"] < 0.98
+    videos = truth["video"].to_numpy()
+    for measure, values, member in (("recall", removed, text_solvable), ("precision", text_solvable, removed),
+                                    ("video_only_kept", ~removed, types == "video_only")):
+        expected = clustered_accuracy_interval(values[member].astype(float), videos[member])
+        assert (row[f"{measure}_lo"], row[f"{measure}_hi"]) == pytest.approx(expected), measure

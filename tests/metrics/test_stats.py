@@ -1,14 +1,14 @@
 """visdep_metrics.stats: the intervals against scipy's where the questions are independent, the design effect against
 its definition computed by hand, degenerate groups, a lone shared prompt, p-values against the intervals over a fine
-scan, Holm's adjustment by hand, and the demo's video bootstrap against plain scipy."""
+scan, Holm's adjustment by hand, blind answers' units, the degrees of freedom of an estimated design effect, and
+differences on too few clusters."""
 
 import numpy as np
-import pandas as pd
 import pytest
 import scipy.stats
 
+from tests.helpers.by_hand import anova_design_effect, by_hand_wilson
 from visdep_metrics.stats import (
-    bootstrap_mean_intervals,
     crossed_intervals,
     design_effect,
     holm,
@@ -17,56 +17,6 @@ from visdep_metrics.stats import (
 )
 
 Z = scipy.stats.norm.ppf(0.975)
-
-
-def test_video_bootstrap_equals_plain_scipy_bootstrap_and_pairs_rows():
-    rng = np.random.default_rng(1)
-    blind = (rng.random(300) < 0.5).astype(float)
-    video = (rng.random(300) < 0.6).astype(float)
-    low, high = bootstrap_mean_intervals(np.stack([blind, video - blind]), n_resamples=999, seed=3)
-    # the one group draws from the first generator the seed spawns; no clusters: each question is one
-    plain = scipy.stats.bootstrap((blind,), np.mean, n_resamples=999, batch=999, method="percentile",
-                                  rng=np.random.default_rng(3).spawn(1)[0]).confidence_interval
-    paired = scipy.stats.bootstrap((video, blind), lambda v, b, axis=-1: v.mean(axis) - b.mean(axis), paired=True,
-                                   n_resamples=999, batch=999, method="percentile",
-                                   rng=np.random.default_rng(3).spawn(1)[0]).confidence_interval
-    assert low[0] == pytest.approx(plain.low) and high[0] == pytest.approx(plain.high)
-    assert low[1] == pytest.approx(paired.low) and high[1] == pytest.approx(paired.high)
-
-
-def test_video_bootstrap_of_a_group_resamples_within_the_group():
-    rng = np.random.default_rng(2)
-    blind = (rng.random(300) < 0.5).astype(float)
-    in_group = rng.random(300) < 0.3
-    low, high = bootstrap_mean_intervals(blind[None], np.stack([np.ones(300, bool), in_group, ~in_group]),
-                                         n_resamples=999, seed=5)
-    within = scipy.stats.bootstrap((blind[in_group],), np.mean, n_resamples=999, batch=999, method="percentile",
-                                   rng=np.random.default_rng(5).spawn(3)[1]).confidence_interval
-    assert (low[1, 0], high[1, 0]) == pytest.approx((within.low, within.high))
-    assert low.shape == (3, 1) and low[2, 0] < blind[~in_group].mean() < high[2, 0]
-
-
-def test_video_bootstrap_resamples_videos():
-    rng = np.random.default_rng(4)
-    sizes = rng.integers(1, 7, 80)  # 80 videos with 1 to 6 questions each
-    video = np.repeat(np.arange(80), sizes)
-    correct = (rng.random(80) < 0.5)[video].astype(float)
-    correct[rng.random(len(video)) < 0.1] = 1.0
-    shuffled = rng.permutation(len(video))
-    names = np.array([f"videos/{v:03d}.mp4" for v in video])[shuffled]
-    low, high = bootstrap_mean_intervals(correct[shuffled], clusters=names, n_resamples=999, seed=8)
-    sums, counts = np.bincount(video, correct), np.bincount(video)
-    ratio = scipy.stats.bootstrap((sums, counts), lambda s, c, axis=-1: s.sum(axis) / c.sum(axis), paired=True,
-                                  n_resamples=999, batch=999, method="percentile",
-                                  rng=np.random.default_rng(8).spawn(1)[0]).confidence_interval
-    assert (low[0], high[0]) == pytest.approx((ratio.low, ratio.high))
-
-
-def test_video_bootstrap_degenerate_inputs():
-    low, high = bootstrap_mean_intervals(np.ones((1, 1)))
-    assert np.isnan(low).all() and np.isnan(high).all()
-    with pytest.raises(ValueError, match="finite"):
-        bootstrap_mean_intervals(np.array([[0.0, np.nan, 1.0]]))
 
 
 def test_units_per_group():
@@ -88,32 +38,6 @@ def test_independent_answers_get_wilson_and_the_t_interval():
     assert (found.low[0, 1], found.high[0, 1]) == pytest.approx(tuple(t.confidence_interval(0.95)))
     assert found.p_value[0, 1] == pytest.approx(t.pvalue) and np.isnan(found.p_value[0, 0])
     assert found.deff[0] == pytest.approx([1.0, 1.0]) and found.n_effective[0] == pytest.approx([400.0, 400.0])
-
-
-def by_hand_wilson(p: float, n: float, df: float) -> tuple[float, float]:
-    """Wilson's score interval, written out, on n (z / t_df)² answers."""
-    n = n * (Z / scipy.stats.t.ppf(0.975, df)) ** 2
-    centre = (p + Z**2 / (2 * n)) / (1 + Z**2 / n)
-    half = Z / (1 + Z**2 / n) * np.sqrt(p * (1 - p) / n + Z**2 / (4 * n**2))
-    return max(centre - half, 0.0), min(centre + half, 1.0)
-
-
-def anova_design_effect(values: np.ndarray, units: dict[str, np.ndarray]) -> float:
-    """1 + Σ ρ_u (ν_u − 1), ρ_u the one-way ANOVA intraclass correlation, by pandas group-bys."""
-    frame = pd.DataFrame({"y": values} | units)
-    n, deff = len(frame), 1.0
-    for name in units:
-        g = frame.groupby(name)["y"]
-        sizes, means = g.size(), g.mean()
-        c = len(sizes)
-        ssb = (sizes * (means - frame["y"].mean()) ** 2).sum()
-        ssw = ((frame["y"] - g.transform("mean")) ** 2).sum()
-        msb, msw = ssb / (c - 1), ssw / (n - c)
-        nu = (sizes**2).sum() / n
-        n0 = (n - nu) / (c - 1)
-        rho = min(max((msb - msw) / (msb + (n0 - 1) * msw), 0.0), 1.0)
-        deff += rho * (nu - 1)
-    return deff
 
 
 def test_design_effect_against_its_definition():
@@ -259,3 +183,77 @@ def test_video_answers_over_few_videos_get_t_with_videos_minus_one_degrees_of_fr
     assert (found.high[0, 0] - found.low[0, 0]) / 2 == pytest.approx(scipy.stats.t.ppf(0.975, 9) * se)
     blind = crossed_intervals(d[None], None, video, np.arange(60), proportion=False)
     assert blind.high[0, 0] - blind.low[0, 0] < found.high[0, 0] - found.low[0, 0]
+
+
+def test_blind_answers_count_their_prompts_not_their_videos():
+    # 40 videos of 3 questions; 30 prompts, each asked about four videos; blind answers right per prompt, and
+    # (what a blind answer cannot see) a video-wide shift that makes the videos look like units
+    rng = np.random.default_rng(4)
+    video, prompt = np.repeat(np.arange(40), 3), np.arange(120) % 30
+    correct = ((rng.random(30)[prompt] + 0.6 * rng.random(40)[video]) > 0.8).astype(float)
+    found = crossed_intervals(correct[None], None, video, prompt, blind=True)
+    relabelled = crossed_intervals(correct[None], None, np.arange(120), prompt, blind=True)
+    assert found.low[0, 0] == relabelled.low[0, 0] and found.high[0, 0] == relabelled.high[0, 0]
+    assert found.deff[0, 0] == pytest.approx(anova_design_effect(correct, {"prompt": prompt}))
+    seen = crossed_intervals(correct[None], None, video, prompt)  # not blind: its videos count too
+    assert seen.deff[0, 0] == pytest.approx(anova_design_effect(correct, {"video": video, "prompt": prompt}))
+    assert seen.deff[0, 0] != pytest.approx(found.deff[0, 0])
+    with pytest.raises(ValueError, match="both blind and robust"):
+        crossed_intervals(correct[None], None, video, prompt, robust=True, blind=True)
+
+
+def test_video_answers_about_videos_of_their_own_get_wilsons_interval_as_it_is():
+    # no video shared: no cluster, so no G - 1 degrees of freedom (they had raised its coverage to 97.3% at 0.92)
+    rng = np.random.default_rng(6)
+    correct = (rng.random(60) < 0.92).astype(float)
+    found = crossed_intervals(correct[None], None, np.arange(60), np.arange(60), robust=True)
+    wilson = scipy.stats.binomtest(int(correct.sum()), 60).proportion_ci(0.95, method="wilson")
+    assert (found.low[0, 0], found.high[0, 0]) == pytest.approx((wilson.low, wilson.high))
+
+
+def test_a_blind_accuracy_whose_copies_agree_gets_wilson_on_its_prompts():
+    # 25 prompts of 4 copies each, every copy answered alike: 25 answers, known to be 25 (the estimated intraclass
+    # correlation is 1, with no sampling variance), so Wilson's interval on 25 answers and no t
+    rng = np.random.default_rng(8)
+    prompt = np.repeat(np.arange(25), 4)
+    right = rng.random(25) < 0.7
+    found = crossed_intervals(right[prompt][None].astype(float), None, np.arange(100), prompt, blind=True)
+    wilson = scipy.stats.binomtest(int(right.sum()), 25).proportion_ci(0.95, method="wilson")
+    assert found.deff[0, 0] == pytest.approx(4.0)
+    assert (found.low[0, 0], found.high[0, 0]) == pytest.approx((wilson.low, wilson.high))
+
+
+def test_a_blind_accuracys_degrees_of_freedom_are_those_of_its_estimated_design_effect():
+    # copies that mostly agree: deff's df from the ICC's sampling variance (Fisher's 2 (1 - ρ)² (1 + (n0 - 1) ρ)² /
+    # (n0 (n0 - 1) (C - 1))), written out here over pandas group-bys
+    rng = np.random.default_rng(9)
+    prompt = np.repeat(np.arange(30), 5)
+    correct = ((rng.normal(0, 1, 30)[prompt] + rng.normal(0, 0.8, 150)) > 0).astype(float)
+    found = crossed_intervals(correct[None], None, np.arange(150), prompt, blind=True)
+    deff = anova_design_effect(correct, {"prompt": prompt})
+    rho, n0, c = (deff - 1) / 4, 5.0, 30
+    variance = 2 * (1 - rho) ** 2 * (1 + (n0 - 1) * rho) ** 2 / (n0 * (n0 - 1) * (c - 1))
+    df = 2 * deff**2 / (4**2 * variance)
+    assert 0.2 < rho < 0.9 and 20 < df < 1000
+    assert (found.low[0, 0], found.high[0, 0]) == pytest.approx(by_hand_wilson(correct.mean(), 150 / deff, df))
+
+
+@pytest.mark.parametrize("confidence, rejectable", [(0.95, 6), (0.90, 5)])
+def test_a_difference_on_too_few_units_is_withheld_and_says_so(confidence, rejectable):
+    # a sign-flip test over k clusters reaches no p below 2 / 2^k: k = 5 cannot reach 0.05, k = 4 cannot reach 0.10
+    rng = np.random.default_rng(10)
+    video = np.repeat(np.arange(20), 3)
+    for k in (rejectable - 1, rejectable):
+        d = np.zeros(60)
+        d[3 * np.arange(k)] = rng.choice([-1.0, 1.0], k)
+        d[0] = 1.0  # the mean is not 0 on every draw
+        found = crossed_intervals(d[None], None, video, np.arange(60), confidence, proportion=False)
+        if k < rejectable:
+            assert np.isnan([found.low[0, 0], found.high[0, 0], found.p_value[0, 0]]).all()
+            assert f"rests on {k} clusters" in found.note[0, 0]
+            # the same differences over questions of their own: no cluster, nothing withheld
+            alone = crossed_intervals(d[None], None, np.arange(60), np.arange(60), confidence, proportion=False)
+            assert np.isfinite([alone.low[0, 0], alone.p_value[0, 0]]).all()
+        else:
+            assert np.isfinite([found.low[0, 0], found.high[0, 0], found.p_value[0, 0]]).all()
+            assert found.note[0, 0] == ""

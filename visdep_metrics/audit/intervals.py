@@ -60,7 +60,7 @@ class Design:
     def intervals(self, values: np.ndarray, groups: np.ndarray, confidence_level: float,
                   outputs: _Outputs) -> Intervals:
         return crossed_intervals(values, groups, self.videos, self.prompts, confidence_level, outputs.contrasts(),
-                                 np.array(outputs.proportion), np.array(outputs.robust))
+                                 np.array(outputs.proportion), np.array(outputs.robust), outputs.blind())
 
 
 def subsets(scores: pd.DataFrame) -> dict[str, np.ndarray]:
@@ -91,10 +91,11 @@ def _group_columns(bench: BenchmarkResults, design: Design, groups: np.ndarray, 
 
 class _Outputs:
     """The quantities one estimation computes: named blocks of contrasts over the value rows, each a proportion or a
-    difference, and where each block's rows land in the result."""
+    difference, and where each block's rows land in the result. The first `n_blind` value rows are blind answers."""
 
-    def __init__(self, n_values: int):
-        self.n_values, self.blocks, self.terms, self.proportion, self.robust = n_values, {}, [], [], []
+    def __init__(self, n_values: int, n_blind: int):
+        self.n_values, self.n_blind = n_values, n_blind
+        self.blocks, self.terms, self.proportion, self.robust = {}, [], [], []
 
     def add(self, name: str, members: Sequence[int], terms: list[dict[int, float]], proportion: bool,
             video: bool) -> None:
@@ -103,6 +104,10 @@ class _Outputs:
         self.terms += terms
         self.proportion += [proportion] * len(terms)
         self.robust += [video] * len(terms)
+
+    def blind(self) -> np.ndarray:
+        """Which outputs are made of blind answers alone (their units are the prompts)."""
+        return np.array([all(i < self.n_blind for i in terms) for terms in self.terms], dtype=bool)
 
     def contrasts(self) -> np.ndarray:
         matrix = np.zeros((len(self.terms), self.n_values))
@@ -151,7 +156,7 @@ def summary_rows(bench: BenchmarkResults, scores: pd.DataFrame, settings: AuditS
     video_at = {int(i): n_models + j for j, i in enumerate(video_rows)}
     values = np.concatenate([bench.correct_blind, bench.correct_video[video_rows]])
     judge_video = [video_at[int(i)] for i in judge_rows]
-    out = _Outputs(len(values))
+    out = _Outputs(len(values), n_models)
     out.add("acc_blind", all_rows, [{int(i): 1.0} for i in all_rows], True, False)
     out.add("acc_video", video_rows, [{video_at[int(i)]: 1.0} for i in video_rows], True, True)
     out.add("visual_gain", video_rows, [{video_at[int(i)]: 1.0, int(i): -1.0} for i in video_rows], False, True)
@@ -222,7 +227,7 @@ def comparison_rows(bench: BenchmarkResults, scores: pd.DataFrame, settings: Aud
     n_models = len(bench.models)
     video_at = {i: n_models + j for j, i in enumerate([base, *video] if video else [])}
     values = np.concatenate([cb, cv[[base, *video]]]) if video else cb
-    out = _Outputs(len(values))
+    out = _Outputs(len(values), n_models)
     out.add("acc_blind", others_rows, [{i: 1.0, base: -1.0} for i in others_rows], False, False)
     if video:
         # in a paired difference what the two models share (a video's, a prompt's difficulty) cancels: no bound

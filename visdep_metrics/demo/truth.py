@@ -7,8 +7,9 @@ For a filter that removes the set R of questions, with TS the text-solvable ones
     precision = |R ∩ TS| / |R|      recall = |R ∩ TS| / |TS|      video-only kept = |VO \\ R| / |VO|
 
 each a mean over a group of questions (precision: of [q in TS] over R; recall: of [q in R] over TS; kept: of
-[q not in R] over VO), with a 95% percentile bootstrap interval that resamples videos
-(`visdep_metrics.stats.bootstrap_mean_intervals`). Filters: S(q) <= τ (the grounded subset) for the paper's
+[q not in R] over VO), with the audit's 95% interval of an accuracy over questions that share videos
+(`visdep_metrics.stats.crossed_intervals`: Wilson's on the independent answers the videos leave, never of zero
+width; withheld, NaN, below ten). Filters: S(q) <= τ (the grounded subset) for the paper's
 T(q) and for each chance-aware variant (`visdep_metrics.audit.diagnostics.TEXTUAL_EVIDENCE`), the
 LLM-Inspector and B-Clean columns of the audit's questions.csv, TsT-RF's s(x) (removed where s(x) - 1/K > τ),
 and IBP's removed ids. `evidence_contributions` says which text model raises T(q) on a set of questions.
@@ -22,14 +23,13 @@ import numpy as np
 import pandas as pd
 
 from visdep_metrics.demo.planted import TEXT_SOLVABLE
-from visdep_metrics.stats import bootstrap_mean_intervals
+from visdep_metrics.stats import crossed_intervals
 
 TAUS = np.round(np.arange(-0.5, 1.01, 0.05), 2)
 MEASURES = ("precision", "recall", "video_only_kept")
 
 
-def filter_scores(removed: Mapping[str, np.ndarray], planted: pd.DataFrame, n_resamples: int = 1000,
-                  seed: int = 0) -> pd.DataFrame:
+def filter_scores(removed: Mapping[str, np.ndarray], planted: pd.DataFrame) -> pd.DataFrame:
     """One row per filter: n_removed, n_removed_not_text_solvable, precision, recall, video_only_kept, the last
     three with `_lo`/`_hi`.
 
@@ -43,8 +43,8 @@ def filter_scores(removed: Mapping[str, np.ndarray], planted: pd.DataFrame, n_re
             raise ValueError(f"filter {name}: {r.shape} removal flags for {text_solvable.shape[0]} questions")
         values = np.stack([text_solvable, r, ~r]).astype(float)  # precision | recall | kept, as means
         groups = np.stack([r, text_solvable, video_only])
-        low, high = bootstrap_mean_intervals(values, groups, clusters=planted["video"].to_numpy(),
-                                             n_resamples=n_resamples, seed=seed)
+        found = crossed_intervals(values, groups, planted["video"].to_numpy(), None, 0.95, proportion=True)
+        low, high = found.low, found.high
         row = {"filter": name, "n_removed": int(r.sum()),
                "n_removed_not_text_solvable": int((r & ~text_solvable).sum())}
         for m, measure in enumerate(MEASURES):
