@@ -30,3 +30,20 @@ def test_input_errors_are_reported_in_one_line(tmp_path, capsys, argv, command, 
 def test_a_nested_command_is_named_in_full(tmp_path, capsys):
     assert main(["spec", "init", str(tmp_path / "missing.yaml")]) == 2
     assert capsys.readouterr().err.strip().splitlines()[-1].startswith("visdep spec init: error: ")
+
+
+def test_only_the_process_own_command_freezes_its_objects_at_the_end(tmp_path, monkeypatch):
+    # the `visdep` script (argv None) freezes what is alive as it returns, so the interpreter's shutdown skips it;
+    # main([...]) from a caller that goes on (the tests, a notebook) must leave the collector as it was
+    import gc
+
+    before = gc.get_freeze_count()
+    assert main(["audit", str(tmp_path / "no_such_folder"), "--out", str(tmp_path / "audit")]) == 2
+    assert gc.get_freeze_count() == before
+    monkeypatch.setattr("sys.argv", ["visdep", "audit", str(tmp_path / "no_such_folder"), "--out",
+                                     str(tmp_path / "audit")])
+    try:
+        assert main() == 2
+        assert gc.get_freeze_count() > before
+    finally:
+        gc.unfreeze()

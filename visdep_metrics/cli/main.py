@@ -11,6 +11,7 @@ traceback (exit 1).
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib
 import sys
 
@@ -51,12 +52,21 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the command `argv` names; None: the process's own command line (the `visdep` script, `python -m`), and
+    the process ends when this returns."""
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args) or 0)
     except VisdepError as e:
         print(f"visdep {args.command_name}: error: {e}", file=sys.stderr)
         return ERROR_STATUS
+    finally:
+        if argv is None:
+            # The interpreter's shutdown collects garbage again and again while it clears the modules, each time
+            # traversing every object still alive (an audit's tables, pandas, scipy, matplotlib): half a second
+            # after a large audit. Frozen, they are skipped: the process is ending (every output written and closed),
+            # and the system takes its memory back at once.
+            gc.freeze()
 
 
 if __name__ == "__main__":
