@@ -308,8 +308,8 @@ def crossed_intervals(values: ArrayLike, groups: ArrayLike | None = None, videos
     note = np.full(shape, "", dtype=object)
     method = np.full(shape, T, dtype=object)
     method[:, is_proportion] = WILSON
-    # the blind outputs' units where prompts are known: the prompts (each question its own video), else the videos
-    parts = [is_blind, ~is_blind] if prompt is not None and is_blind.any() else [np.ones(outputs, dtype=bool)]
+    # the blind outputs' units where prompts are known: the prompts alone (each question its own video)
+    by_prompt = is_blind if prompt is not None else np.zeros(outputs, dtype=bool)
     for g, keep in enumerate(member):
         size = int(keep.sum())
         why = _group_note(size, video[keep], None if prompt is None else prompt[keep])
@@ -317,10 +317,9 @@ def crossed_intervals(values: ArrayLike, groups: ArrayLike | None = None, videos
             note[g] = why
             continue
         y = combine @ x[:, keep]
-        for part in parts:
+        for part, units in ((by_prompt, np.arange(size)), (~by_prompt, video[keep])):
             if not part.any():
                 continue
-            units = np.arange(size) if part is is_blind else video[keep]
             found = _estimate(y[part], units, None if prompt is None else prompt[keep], is_robust[part],
                               is_proportion[part], confidence_level)
             low[g, part], high[g, part], p[g, part], deff[g, part], note[g, part], method[g, part] = found
