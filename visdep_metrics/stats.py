@@ -22,13 +22,14 @@ on; where every answer is equal, ρ cannot be estimated and deff is the design's
 
 Blind answers share their prompt and nothing else (their input is the prompt): for those outputs (`blind`) the units
 are the prompts alone where prompts are known. Answers with the video share more than their prompt (each copy comes
-with its own video): for those outputs (`robust`) the t has at most G − 1 degrees of freedom over G videos that
-questions share, and an accuracy's deff is at least the two-way cluster-robust one with each dimension's G / (G − 1)
-(Cameron, Gelbach & Miller 2011). A difference between models (not `robust`, not a proportion), where what both
-share cancels, gets that cluster-robust variance alone, never below the independent answers' one. Degrees of
-freedom: Satterthwaite's, of the variance as a sum of its independent, video and prompt parts, each estimated from
-as many (effective, N / ν) units as it has (a proportion's independent part, p (1 − p) / N, is no estimate and costs
-none); at most N / ν − 1 of a factor that adds at least as much as the independent part. A proportion that is not
+with its own video): for those outputs (`robust`) an accuracy's deff is at least the two-way cluster-robust one with
+each dimension's G / (G − 1) (Cameron, Gelbach & Miller 2011). A difference between models (not `robust`, not a
+proportion), where what both share cancels, gets that cluster-robust variance alone, never below the independent
+answers' one. Degrees of freedom: Satterthwaite's, of the variance as a sum of its independent, video and prompt
+parts, each estimated from as many (effective, N / ν) units as it has (a proportion's independent part is no estimate
+and costs none); at most N / ν − 1 of a factor that adds at least as much as the independent part; at most G − 1 over
+G shared videos for `robust` outputs and wherever a difference's cluster-robust variance is the one used (the
+sandwich's own: Cameron, Gelbach & Miller's t for few clusters). A proportion that is not
 `robust` (a blind accuracy) has the ANOVA deff alone, so its df are those of that estimate, 2 deff² / Var(deff̂),
 from Fisher's sampling variance of the intraclass correlation.
 
@@ -200,9 +201,7 @@ def _design_effects(y: np.ndarray, video: np.ndarray, prompt: np.ndarray | None,
     scale = 1.0 / np.where(total > 1, total, 1.0)  # the two shares of the variance sum to at most 1
     rho_v, rho_p = rho_v * scale, rho_p * scale
     deff = 1 + rho_v * (nu_v - 1) + rho_p * (nu_p - 1)
-    # The variance is the sum of three parts, each estimated from as many units as it has (questions, and N / ν
-    # effective videos and prompts, Kish's count for clusters of unequal size): Satterthwaite's df of the sum. A
-    # proportion's independent part p (1 − p) / N is no estimate of a spread, so it costs no degrees of freedom.
+    # Satterthwaite's df of three parts over N questions and N / ν effective videos and prompts (Kish's count)
     is_proportion = np.broadcast_to(np.asarray(proportion, dtype=bool), deff.shape)
     independent = np.where(is_proportion, 0.0, 1.0 / max(n - 1.0, 1.0))
     shared = sum(share**2 / max(units - 1.0, 1.0) for share, units in ((rho_v * nu_v, n / nu_v),
@@ -214,10 +213,8 @@ def _design_effects(y: np.ndarray, video: np.ndarray, prompt: np.ndarray | None,
     for rho, nu in ((rho_v, nu_v), (rho_p, nu_p)):
         df = np.where(rho * (nu - 1) >= 1, np.minimum(df, max(n / nu - 1.0, 1.0)), df)
     is_robust = np.broadcast_to(np.asarray(robust, dtype=bool), deff.shape)
-    # A blind accuracy's variance is p (1 − p) deff / N with deff the ANOVA estimate alone: what is estimated is ρ,
-    # not a spread of cluster sums, so its df are those of the estimated deff, 2 deff² / Var(deff) (a scaled χ²
-    # matched to the ICC's sampling variance). Copies of a prompt that agree leave ρ near 1 and nearly certain,
-    # where counting the variance as estimated from N / ν prompts had the intervals over-cover (docs/statistics.md).
+    # a blind accuracy estimates ρ, not a spread of cluster sums: the df of its deff, 2 deff² / Var(deff) (a scaled
+    # χ² matched to the ICC's sampling variance; copies that agree leave ρ near 1 and nearly certain)
     with np.errstate(divide="ignore"):
         estimated = 2 * deff**2 / ((nu_v - 1) ** 2 * var_v + (nu_p - 1) ** 2 * var_p)
     df = np.where(is_proportion & ~is_robust, np.minimum(estimated, _DF_MAX), df)
@@ -228,11 +225,14 @@ def _design_effects(y: np.ndarray, video: np.ndarray, prompt: np.ndarray | None,
         # video answers: t with at most G − 1 df over G videos (Cameron, Gelbach & Miller 2011); an accuracy's deff at
         # least the sandwich (VG keeps the ANOVA one: with the floor it over-covered, docs/statistics.md)
         deff = np.where(is_robust & is_proportion & varies, np.maximum(deff, sandwich), deff)
-        if np.bincount(video).max() > 1:  # G − 1 df over G videos that answers share (none shared: no cluster)
-            df = np.where(is_robust, np.minimum(df, max(float(video.max()), 1.0)), df)
         # between models what both share cancels and no exchangeable share is left to estimate: the sandwich alone,
         # never below the independent answers' variance
         deff = np.where(difference & varies, np.maximum(sandwich, 1.0), deff)
+        # a sum of G videos' squared residual sums has at most G − 1 df (Cameron, Gelbach & Miller 2011): for video
+        # answers, and for a difference wherever that sum is the variance it uses (none shared: no cluster)
+        if np.bincount(video).max() > 1:
+            clustered = is_robust | (difference & (np.nan_to_num(sandwich) > 1.0))
+            df = np.where(clustered, np.minimum(df, max(float(video.max()), 1.0)), df)
     bound = max(nu_v, nu_p)  # nothing varies: the design's bound, on as many effective units
     return np.where(varies, deff, bound), np.where(varies, df, max(n / bound - 1.0, 1.0))
 

@@ -185,6 +185,23 @@ def test_video_answers_over_few_videos_get_t_with_videos_minus_one_degrees_of_fr
     assert blind.high[0, 0] - blind.low[0, 0] < found.high[0, 0] - found.low[0, 0]
 
 
+def test_a_difference_over_few_videos_gets_t_with_videos_minus_one_degrees_of_freedom():
+    # 10 videos of 6 questions, a difference between models that leans a little by video: the sandwich over the
+    # videos is above the independent answers' variance (the ANOVA share alone would leave Satterthwaite's ~40 df)
+    rng = np.random.default_rng(4)
+    video = np.repeat(np.arange(10), 6)
+    d = rng.integers(-1, 2, 60).astype(float) + np.repeat([1, 0, 0, 0, 0, 0, 0, 0, 0, -1], 6) * (rng.random(60) < 0.3)
+    e = d - d.mean()
+    sums = np.array([e[video == v].sum() for v in range(10)])
+    variance = (sums**2).sum() * 10 / 9 / 60**2
+    assert variance > e @ e / 59 / 60  # the sandwich is the variance used
+    found = crossed_intervals(d[None], None, video, None, proportion=False)
+    half = (found.high[0, 0] - found.low[0, 0]) / 2
+    assert half == pytest.approx(scipy.stats.t.ppf(0.975, 9) * np.sqrt(variance))
+    t = abs(d.mean()) / np.sqrt(variance)
+    assert found.p_value[0, 0] == pytest.approx(2 * scipy.stats.t.sf(t, 9))
+
+
 def test_blind_answers_count_their_prompts_not_their_videos():
     # 40 videos of 3 questions; 30 prompts, each asked about four videos; blind answers right per prompt, and
     # (what a blind answer cannot see) a video-wide shift that makes the videos look like units
