@@ -110,8 +110,8 @@ def test_one_shared_prompt_enters_its_category_and_the_row_says_so(tmp_path):
         return run_audit([root]).summary.set_index("category")
 
     shared, alone = audit(tmp_path / "shared", True), audit(tmp_path / "alone", False)
-    assert shared.loc["road type", "resampled"] == "videos and prompts"
-    assert shared.loc["location", "resampled"] == "videos (no prompt shared)"
+    assert shared.loc["road type", "resampled"] == "prompts (blind), videos and prompts (with video)"
+    assert shared.loc["location", "resampled"] == "questions (blind), videos (with video); no prompt shared"
     assert alone.loc["road type", "resampled"] == "videos"
     # ν_prompt = (40² + 160) / 200 = 8.8 for road type: its one shared prompt widens its interval, location's not
     width = {name: s["acc_blind_hi"] - s["acc_blind_lo"] for name, s in (("shared", shared), ("alone", alone))}

@@ -123,7 +123,7 @@ def test_cli_runs_audit_and_grounded_task(fixture_env, tmp_path):
     report = (out / "report.md").read_text()
     assert f"**MM-AU, {HELD_OUT.split('/')[-1]}** (held out)" in report and "VRU-Accident" in report  # its label
     # the samples name each question's video and prompt: 10 videos, 10 distinct prompts, so the videos are the units
-    assert "| MM-AU | 10 | 10 | 10 | videos (no prompt shared) |" in report
+    assert "| MM-AU | 10 | 10 | 10 | questions (blind), videos (with video); no prompt shared |" in report
     kept_solvability = 100 * s_x.loc[expected, "correct"].mean()
     assert f"| MM-AU | full | 10 | {100 * s_x['correct'].mean():.2f} |" in report
     assert f"| MM-AU | grounded | 5 | {kept_solvability:.2f} |" in report

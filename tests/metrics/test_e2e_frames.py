@@ -83,7 +83,8 @@ def test_three_models_in_one_audit_resampling_videos_and_prompts(tree):
     # the label follows the design of these questions: whether any two of them share their blind prompt
     prompts = [s["visdep"]["prompt_id"] for s in read_samples(tree["outs"]["q8"], "vru_accident_blind")]
     shared = len(set(prompts)) < len(prompts)
-    assert (overall["resampled"] == ("videos and prompts" if shared else "videos (no prompt shared)")).all()
+    assert (overall["resampled"] == ("prompts (blind), videos and prompts (with video)" if shared
+                                    else "questions (blind), videos (with video); no prompt shared")).all()
     assert (overall["n_videos"] == 3).all()
     manifest = json.loads((tree["audit"] / "audit.json").read_text())
     assert manifest["models"][q8]["label"] == "tiny_qwen [max_frames=8]"

@@ -47,10 +47,14 @@ class Design:
                    unit="questions" if videos is None else "videos")
 
     def resampled(self, keep: np.ndarray) -> str:
-        """What the interval of the questions `keep` treats as its independent draws."""
+        """What the intervals of the questions `keep` count as their units: where the records name prompts, the blind
+        quantities' are the prompts alone (`crossed_intervals(blind=...)`), the other quantities' the videos and the
+        prompts."""
         if self.prompts is None:
             return self.unit
-        return f"{self.unit} and prompts" if shares_prompts(self.prompts, keep) else f"{self.unit} (no prompt shared)"
+        if shares_prompts(self.prompts, keep):
+            return f"prompts (blind), {self.unit} and prompts (with video)"
+        return f"questions (blind), {self.unit} (with video); no prompt shared"
 
     def counts(self, groups: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Per group: its videos and its distinct prompts (NaN where the records name no prompt)."""
