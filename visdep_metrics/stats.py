@@ -183,10 +183,7 @@ def _intraclass(y: np.ndarray, unit: np.ndarray, spread: np.ndarray) -> tuple[np
 
 def _design_effects(y: np.ndarray, video: np.ndarray, prompt: np.ndarray | None, robust: np.ndarray | bool = False,
                     proportion: np.ndarray | bool = True) -> tuple[np.ndarray, np.ndarray]:
-    """deff per row of y (module docstring) and the degrees of freedom of the variance it implies: the ANOVA one
-    for blind answers (proportions; df of the estimated deff), at least the cluster-robust one for the `robust` rows
-    (video answers), the cluster-robust one for the other differences (between models); Satterthwaite's df for
-    those."""
+    """deff per row of y and the degrees of freedom of the variance it implies (module docstring)."""
     n = y.shape[1]
     spread = ((y - y.mean(axis=1, keepdims=True)) ** 2).sum(axis=1)
     video = np.unique(video, return_inverse=True)[1].ravel()
@@ -239,20 +236,24 @@ def _design_effects(y: np.ndarray, video: np.ndarray, prompt: np.ndarray | None,
 
 def _robust_variance(y: np.ndarray, video: np.ndarray, prompt: np.ndarray | None) -> np.ndarray:
     """The two-way cluster-robust variance of the mean with each dimension's small-cluster factor G / (G − 1)
-    (Cameron, Gelbach & Miller 2011), at least each one-way variance (their fix for a negative sum)."""
+    (Cameron, Gelbach & Miller 2011), at least the one-way one of each dimension whose units are shared, ν ≥ 2 (their
+    fix for a negative sum; over units nearly all its own that bound only picks the larger of two noisy estimates)."""
     n = y.shape[1]
     e = y - y.mean(axis=1, keepdims=True)
 
-    def part(unit: np.ndarray) -> np.ndarray:
+    def part(unit: np.ndarray) -> tuple[np.ndarray, bool]:
         unit = np.unique(unit, return_inverse=True)[1].ravel()
-        g = int(unit.max()) + 1
-        return _squared_sums(e, unit) * (g / (g - 1) if g > 1 else 1.0)
+        sizes = np.bincount(unit).astype(np.float64)
+        g = len(sizes)
+        return _squared_sums(e, unit) * (g / (g - 1) if g > 1 else 1.0), (sizes**2).sum() / n >= 2
 
-    by_video = part(video)
+    by_video, videos_shared = part(video)
     if prompt is None:
         return by_video / n**2
-    by_prompt = part(prompt)
-    return np.maximum(by_video + by_prompt - part(_cells(video, prompt)), np.maximum(by_video, by_prompt)) / n**2
+    (by_prompt, prompts_shared), (by_cell, _) = part(prompt), part(_cells(video, prompt))
+    bounds = [b for b, shared in ((by_video, videos_shared), (by_prompt, prompts_shared)) if shared]
+    two_way = by_video + by_prompt - by_cell
+    return (np.maximum(two_way, np.maximum.reduce(bounds)) if bounds else two_way) / n**2
 
 
 def design_effect(values: ArrayLike, videos: ArrayLike | None = None, prompts: ArrayLike | None = None) -> np.ndarray:

@@ -174,6 +174,29 @@ def test_a_difference_between_models_gets_the_two_way_cluster_robust_variance():
         crossed_intervals(d[None], None, video, prompt, confidence_level=1.5)
 
 
+def test_a_dimension_hardly_shared_gives_the_cluster_robust_variance_no_lower_bound():
+    # 10 videos of 6 questions; prompts their own but four asked about two videos each (ν_prompt = 68 / 60 < 2), the
+    # copies' differences alike. The one-way sum over the prompts is the independent answers' variance plus the
+    # copies' cross terms, which the two-way sum holds too: it bounds nothing (Cameron, Gelbach & Miller's bound is
+    # for a negative sum), so the variance is the two-way one, not that larger one-way one
+    rng = np.random.default_rng(17)
+    video, prompt = np.repeat(np.arange(10), 6), np.arange(60)
+    prompt[[6, 12, 18, 24]] = [0, 1, 2, 3]
+    d = rng.integers(-1, 2, 60).astype(float) + np.repeat(rng.integers(-1, 2, 10), 6) * (rng.random(60) < 0.3)
+    d[[6, 12, 18, 24]] = d[[0, 1, 2, 3]]
+    e = d - d.mean()
+
+    def part(unit):  # Σ_units (Σ e)², with the unit count's G / (G − 1)
+        g = len(np.unique(unit))
+        return sum(e[unit == u].sum() ** 2 for u in np.unique(unit)) * g / (g - 1)
+
+    independent = e @ e / 59 * 60
+    two_way = part(video) + part(prompt) - part(video * 100 + prompt)
+    assert part(prompt) > two_way > max(part(video), independent)  # the case: the old bound would have picked it
+    found = crossed_intervals(d[None], None, video, prompt, proportion=False)
+    assert found.deff[0, 0] == pytest.approx(two_way / independent)
+
+
 def test_video_answers_over_few_videos_get_t_with_videos_minus_one_degrees_of_freedom():
     # 10 videos of 6 questions, answers independent: Satterthwaite alone would give 59 degrees of freedom
     rng = np.random.default_rng(2)
