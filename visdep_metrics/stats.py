@@ -219,8 +219,8 @@ def _design_effects(y: np.ndarray, video: np.ndarray, prompt: np.ndarray | None,
     if (is_robust | difference).any():
         with np.errstate(invalid="ignore", divide="ignore"):
             sandwich = _robust_variance(y, video, prompt) * n * (n - 1) / spread  # over s² / N
-        # video answers: t with at most G − 1 df over G videos (Cameron, Gelbach & Miller 2011); an accuracy's deff at
-        # least the sandwich (VG keeps the ANOVA one: with the floor it over-covered, docs/statistics.md)
+        # an accuracy with the video: deff at least the sandwich (VG keeps the ANOVA one: with the floor it
+        # over-covered, docs/statistics.md)
         deff = np.where(is_robust & is_proportion & varies, np.maximum(deff, sandwich), deff)
         # between models what both share cancels and no exchangeable share is left to estimate: the sandwich alone,
         # never below the independent answers' variance
