@@ -53,7 +53,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import scipy.sparse
 import scipy.special
 from numpy.typing import ArrayLike
 
@@ -114,15 +113,16 @@ def shares_prompts(prompts: ArrayLike | None, keep: np.ndarray) -> bool:
     return bool(np.bincount(np.unique(np.asarray(prompts)[keep], return_inverse=True)[1]).max() >= 2)
 
 
-def _indicator(unit: np.ndarray) -> scipy.sparse.csr_array:
-    """(units, n) with a 1 where question q belongs to the unit: sums by unit are indicator @ values.T."""
-    n = len(unit)
-    return scipy.sparse.csr_array((np.ones(n), (unit, np.arange(n))), shape=(int(unit.max(initial=-1)) + 1, n))
+def _unit_sums(values: np.ndarray, unit: np.ndarray) -> np.ndarray:
+    """(units, rows): the sums of each row of values (rows, n) over each unit's questions, unit labels 0..C-1."""
+    rows, c = values.shape[0], int(unit.max(initial=-1)) + 1
+    index = (np.arange(rows)[:, None] * c + unit).ravel()
+    return np.bincount(index, weights=values.ravel(), minlength=rows * c).reshape(rows, c).T
 
 
 def _squared_sums(e: np.ndarray, unit: np.ndarray) -> np.ndarray:
     """Σ_units (Σ_{q in unit} e_q)² per row of e (rows, n)."""
-    return ((_indicator(unit) @ e.T) ** 2).sum(axis=0)
+    return (_unit_sums(e, unit) ** 2).sum(axis=0)
 
 
 def _cells(video: np.ndarray, prompt: np.ndarray) -> np.ndarray:
@@ -167,7 +167,7 @@ def _intraclass(y: np.ndarray, unit: np.ndarray, spread: np.ndarray) -> tuple[np
     nu = float((counts.astype(np.float64) ** 2).sum() / n)
     if c == n or c < 2:  # no two questions share a unit, or one unit holds them all
         return np.where(spread > 0, 0.0, np.nan), nu, np.zeros(len(y))
-    sums = _indicator(unit) @ y.T  # (C, rows)
+    sums = _unit_sums(y, unit)  # (C, rows)
     between = np.maximum((sums**2 / counts[:, None]).sum(axis=0) - y.sum(axis=1) ** 2 / n, 0.0)
     within = np.maximum(spread - between, 0.0)
     msb, msw = between / (c - 1), within / (n - c)
@@ -339,7 +339,7 @@ def _estimate(y: np.ndarray, video: np.ndarray, prompt: np.ndarray | None, is_ro
     wild = ~is_proportion & ~is_robust & np.isfinite(low)  # differences between models (docs/statistics.md)
     unit = _dominant_prompts(video, prompt) if prompt is not None and wild.any() else None
     if unit is not None:
-        found = wild_intervals((_indicator(unit) @ y[wild].T).T, np.bincount(unit), confidence_level)
+        found = wild_intervals(_unit_sums(y[wild], unit).T, np.bincount(unit), confidence_level)
         unbounded = np.isnan(found[0]) | np.isnan(found[1])
         low[wild], high[wild], p[wild] = (np.where(unbounded, np.nan, f) for f in found)
         method[wild] = WILD
@@ -370,7 +370,7 @@ def _withhold_few_differing(y: np.ndarray, video: np.ndarray, prompt: np.ndarray
         sizes = np.bincount(unit).astype(np.float64)
         if (sizes**2).sum() / len(unit) < 2:
             continue
-        sums = (_indicator(unit) @ y[rows].T).T
+        sums = _unit_sums(y[rows], unit).T
         counts.append((np.abs(sums) > 1e-9 * max(1.0, float(np.abs(y).max()))).sum(axis=1))
     if not counts:
         return

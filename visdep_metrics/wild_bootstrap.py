@@ -14,6 +14,9 @@ so after one product of the weights with four columns per row the test at any δ
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Iterator
+
 import numpy as np
 
 # Resamples of the random sign patterns (the smallest p attainable is 1 / RESAMPLES); (RESAMPLES + 1) α is an
@@ -22,24 +25,40 @@ RESAMPLES = 1999
 _BISECTIONS = 64
 # Bounds are searched within this many unrestricted standard errors of the mean: a bound past it is none.
 _SEARCH_SE = 1e4
-# Weights held at once (resamples * clusters).
+# Weights held at once (resamples * clusters), and kept (per number of clusters, the last eight: at most 128 MB) up to:
 _BATCH_ELEMENTS = 1_000_000
+_CACHED_ELEMENTS = 2_000_000
+
+
+def _sign_batches(g: int) -> Iterator[np.ndarray]:
+    """The Rademacher weights of g clusters, (resamples, g) in batches of at most _BATCH_ELEMENTS, the first resample
+    all ones: every sign pattern where 2^g ≤ RESAMPLES, else RESAMPLES − 1 more drawn with a fixed seed (the same in
+    every call, so a report is reproducible)."""
+    if 2**g <= RESAMPLES:
+        yield 1.0 - 2.0 * ((np.arange(2**g)[:, None] >> np.arange(g)) & 1)
+        return
+    yield np.ones((1, g))
+    rng = np.random.default_rng(g)
+    step = max(1, _BATCH_ELEMENTS // g)
+    for start in range(1, RESAMPLES, step):
+        yield 1.0 - 2.0 * rng.integers(0, 2, size=(min(step, RESAMPLES - start), g), dtype=np.int8)
+
+
+@functools.lru_cache(maxsize=8)
+def _signs(g: int) -> np.ndarray:
+    """All of `_sign_batches(g)` at once, kept for the last few g: the audit and the bench test the same groups again
+    and again, and drawing the weights cost more than using them."""
+    signs = np.concatenate(list(_sign_batches(g)))
+    signs.setflags(write=False)
+    return signs
 
 
 def _signed_sums(columns: np.ndarray) -> np.ndarray:
-    """Each resample's Σ_g w_g x_g of each column of `columns` (G, k): (resamples, k). Rademacher weights, the first
-    resample all ones: every sign pattern where 2^G ≤ RESAMPLES, else RESAMPLES − 1 more drawn with a fixed seed (the
-    same in every call, so a report is reproducible), a batch at a time."""
+    """Each resample's Σ_g w_g x_g of each column of `columns` (G, k): (resamples, k)."""
     g = columns.shape[0]
-    if 2**g <= RESAMPLES:
-        return (1.0 - 2.0 * ((np.arange(2**g)[:, None] >> np.arange(g)) & 1)) @ columns
-    rng = np.random.default_rng(g)
-    step = max(1, _BATCH_ELEMENTS // g)
-    found = [columns.sum(axis=0, keepdims=True)]
-    for start in range(1, RESAMPLES, step):
-        signs = rng.integers(0, 2, size=(min(step, RESAMPLES - start), g), dtype=np.int8)
-        found.append((1.0 - 2.0 * signs) @ columns)
-    return np.concatenate(found)
+    if min(2**g, RESAMPLES) * g <= _CACHED_ELEMENTS:
+        return _signs(g) @ columns
+    return np.concatenate([signs @ columns for signs in _sign_batches(g)])
 
 
 def wild_intervals(sums: np.ndarray, sizes: np.ndarray,
@@ -66,23 +85,28 @@ def wild_intervals(sums: np.ndarray, sizes: np.ndarray,
     quad_b = -sn + c_sum * f_sum / n + a_sum * h_sum / n - a_sum * c_sum * nu
     quad_e = (n_g**2).sum() - 2 * c_sum * h_sum / n + c_sum**2 * nu
 
+    se2 = (se**2)[:, None, None]
+    quad_a, quad_b2, a_sum = quad_a[:, None], 2 * quad_b[:, None], a_sum[:, None]
+
     def p_value(delta: np.ndarray) -> np.ndarray:
-        """p(δ) per row, δ (rows,)."""
-        d = delta[:, None]
-        with np.errstate(invalid="ignore", divide="ignore"):
-            t_star = np.abs(a_sum - d * c_sum) / np.sqrt(np.maximum(c * (quad_a + 2 * d * quad_b + d**2 * quad_e), 0))
-            t = np.abs(mean - delta) / se
-        # the identity resample's t* is t itself: the tolerance keeps rounding from dropping it
-        return (np.nan_to_num(t_star, nan=0.0, posinf=np.inf) >= t[:, None] * (1 - 1e-9)).mean(axis=1)
+        """p(δ) per row and column of δ (rows, m). |t*| ≥ |t| is compared squared and multiplied out,
+        (A − δC)² se² ≥ (ȳ − δ)² c Q(δ), Q the resample's residual quadratic (≤ 0: t* infinite, unless A = δC); the
+        tolerance keeps rounding from dropping the identity resample, whose t* is t itself."""
+        d = delta[:, :, None]
+        lhs = (a_sum - d * c_sum) ** 2 * se2
+        rhs = ((mean[:, None] - delta) ** 2 * (c * (1 - 1e-9) ** 2))[:, :, None] * (quad_a + d * (quad_b2 + d * quad_e))
+        share = ((lhs >= rhs) & (lhs > 0)).mean(axis=2)
+        return np.where(delta == mean[:, None], 1.0, share)  # t = 0: every resample is as extreme
 
     alpha = 1 - confidence_level
-    bounds = []
-    for side in (-1.0, 1.0):
-        inside, outside = mean.copy(), mean + side * _SEARCH_SE * se
-        reachable = p_value(outside) < alpha
-        for _ in range(_BISECTIONS):
-            middle = (inside + outside) / 2
-            rejected = p_value(middle) < alpha
-            inside, outside = np.where(rejected, inside, middle), np.where(rejected, middle, outside)
-        bounds.append(np.where(reachable & (se > 0), inside, np.nan))
-    return bounds[0], bounds[1], p_value(np.zeros(rows))
+    # both bounds at once, bisected between the mean (kept) and _SEARCH_SE standard errors out
+    inside = np.repeat(mean[:, None], 2, axis=1)
+    outside = mean[:, None] + np.array([-1.0, 1.0]) * _SEARCH_SE * se[:, None]
+    reachable = p_value(outside) < alpha
+    for _ in range(_BISECTIONS):
+        middle = (inside + outside) / 2
+        rejected = p_value(middle) < alpha
+        inside, outside = np.where(rejected, inside, middle), np.where(rejected, middle, outside)
+    bounds = np.where(reachable & (se[:, None] > 0), inside, np.nan)
+    # where nothing varies between clusters (se = 0) no t is defined: no p either
+    return bounds[:, 0], bounds[:, 1], np.where(se > 0, p_value(np.zeros((rows, 1)))[:, 0], np.nan)

@@ -83,3 +83,25 @@ def test_four_prompts_cannot_reject_and_the_interval_is_withheld_with_its_reason
     found = crossed_intervals(d[None], None, np.arange(120), prompt, proportion=False)
     assert np.isnan(found.low[0, 0]) and np.isnan(found.high[0, 0]) and np.isnan(found.p_value[0, 0])
     assert found.note[0, 0] == "4 prompts, a few holding most questions: the sign-flip test rejects no value"
+
+
+@pytest.mark.parametrize("g", [7, 131, 699, 1726])
+def test_the_sign_patterns_kept_between_calls_are_those_drawn_in_batches(monkeypatch, g):
+    """The weights kept for the next call (`_signs`) are the ones the batched draw gives where nothing is kept: a
+    report's p-values do not depend on which groups were tested before it. Each resample's sum is also written out
+    here from the seed: the first all ones, the others Rademacher draws of default_rng(g), in batches of at most
+    1,000,000 weights."""
+    import visdep_metrics.wild_bootstrap as wild
+
+    columns = np.random.default_rng(3).normal(size=(g, 3))
+    kept = wild._signed_sums(columns)
+    monkeypatch.setattr(wild, "_CACHED_ELEMENTS", 0)
+    drawn = wild._signed_sums(columns)
+    np.testing.assert_allclose(kept, drawn, rtol=1e-12, atol=1e-12)
+    if 2**g > wild.RESAMPLES:
+        rng, step, signs = np.random.default_rng(g), 1_000_000 // g, [np.ones((1, g))]
+        for start in range(1, wild.RESAMPLES, step):
+            signs.append(1.0 - 2.0 * rng.integers(0, 2, size=(min(step, wild.RESAMPLES - start), g), dtype=np.int8))
+        np.testing.assert_allclose(kept, np.concatenate(signs) @ columns, rtol=1e-12, atol=1e-12)
+    else:
+        assert len(kept) == 2**g
