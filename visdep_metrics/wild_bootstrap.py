@@ -25,8 +25,9 @@ RESAMPLES = 1999
 _BISECTIONS = 64
 # Bounds are searched within this many unrestricted standard errors of the mean: a bound past it is none.
 _SEARCH_SE = 1e4
-# Weights held at once (resamples * clusters), and kept (per number of clusters, the last eight: at most 128 MB) up to:
+# Weights held at once (resamples * clusters).
 _BATCH_ELEMENTS = 1_000_000
+# The weights of a number of clusters are kept for the next call up to this many (16 MB; the last eight counts kept).
 _CACHED_ELEMENTS = 2_000_000
 
 
