@@ -58,13 +58,12 @@ from numpy.typing import ArrayLike
 
 from visdep_metrics.wild_bootstrap import wild_intervals
 
-# Below this many independent answers (N / deff) no interval is given: the score and t approximations the intervals
-# rest on need a handful of independent answers on each side of the mean.
+# Below this many independent answers (N / deff) no interval: the approximations need a handful on each side.
 MIN_INDEPENDENT = 10
-# Degrees of freedom past which t is the normal quantile (a variance that is estimated from nothing).
-_DF_MAX = 1e9
-# A difference between models in a group whose questions share prompts (ν_prompt ≥ 2), no video, and leave fewer
-# effective prompts (N / ν_prompt) than this gets the prompts' wild bootstrap (module docstring).
+_DF_MAX = 1e9  # degrees of freedom past which t is the normal quantile (a variance estimated from nothing)
+# Units (videos, prompts) are shared where ν = Σ n_u² / N is at least this (a typical question shares its unit).
+SHARED_NU = 2.0
+# Over shared prompts, no video and fewer effective prompts (N / ν) than this: the wild bootstrap (module docstring)
 WILD_BELOW = 400
 T, WILD, WILSON = "t on the design effect", "wild bootstrap over prompts", "Wilson on the design effect"
 
@@ -92,6 +91,13 @@ def labels(units: ArrayLike | None, n: int) -> np.ndarray:
     if u.shape != (n,):
         raise ValueError(f"expected one label per question ({n}), got shape {u.shape}")
     return np.unique(u, return_inverse=True)[1].ravel()
+
+
+def _units(labels: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
+    """Labels 0..C-1 of a group's questions' units (from any labels), each unit's size and ν = Σ n_u² / N."""
+    unit = np.unique(labels, return_inverse=True)[1].ravel()
+    sizes = np.bincount(unit).astype(np.float64)
+    return unit, sizes, float((sizes**2).sum() / len(unit))
 
 
 def units_per_group(groups: ArrayLike, units: ArrayLike | None = None) -> np.ndarray:
@@ -162,7 +168,7 @@ def _intraclass(y: np.ndarray, unit: np.ndarray, spread: np.ndarray) -> tuple[np
     one, 2 (1 − ρ)² (1 + (n₀ − 1) ρ)² / (n₀ (n₀ − 1) (C − 1)) with n₀ = (N − ν) / (C − 1); 0 where no two
     questions share a unit, since nothing is estimated then)."""
     n = y.shape[1]
-    counts = np.bincount(unit)
+    counts = np.bincount(unit)  # unit: labels 0..C-1 already
     c = len(counts)
     nu = float((counts.astype(np.float64) ** 2).sum() / n)
     if c == n or c < 2:  # no two questions share a unit, or one unit holds them all
@@ -236,16 +242,15 @@ def _design_effects(y: np.ndarray, video: np.ndarray, prompt: np.ndarray | None,
 
 def _robust_variance(y: np.ndarray, video: np.ndarray, prompt: np.ndarray | None) -> np.ndarray:
     """The two-way cluster-robust variance of the mean with each dimension's small-cluster factor G / (G − 1)
-    (Cameron, Gelbach & Miller 2011), at least the one-way one of each dimension whose units are shared, ν ≥ 2 (their
+    (Cameron, Gelbach & Miller 2011), at least the one-way one of each dimension whose units are shared (their
     fix for a negative sum; over units nearly all its own that bound only picks the larger of two noisy estimates)."""
     n = y.shape[1]
     e = y - y.mean(axis=1, keepdims=True)
 
-    def part(unit: np.ndarray) -> tuple[np.ndarray, bool]:
-        unit = np.unique(unit, return_inverse=True)[1].ravel()
-        sizes = np.bincount(unit).astype(np.float64)
+    def part(labels: np.ndarray) -> tuple[np.ndarray, bool]:
+        unit, sizes, nu = _units(labels)
         g = len(sizes)
-        return _squared_sums(e, unit) * (g / (g - 1) if g > 1 else 1.0), (sizes**2).sum() / n >= 2
+        return _squared_sums(e, unit) * (g / (g - 1) if g > 1 else 1.0), nu >= SHARED_NU
 
     by_video, videos_shared = part(video)
     if prompt is None:
@@ -353,22 +358,19 @@ def _estimate(y: np.ndarray, video: np.ndarray, prompt: np.ndarray | None, is_ro
 def _withhold_few_differing(y: np.ndarray, video: np.ndarray, prompt: np.ndarray | None, rows: np.ndarray,
                             alpha: float, found: tuple[np.ndarray, ...]) -> None:
     """Withhold (in place) the interval and p-value of each difference in `rows` whose non-zero part lies in fewer
-    clusters than any test of them needs. Clusters: the videos, and the prompts, where questions share them (ν ≥ 2,
-    as for the prompts' wild bootstrap). Were k of them (those whose sum is not 0) all a difference rests on, the
-    sign-flip test over them could reach no p below 2 / 2^k, which is ≥ α for k ≤ log2(2 / α) (5 at α = 0.05); the
-    t over few clusters carrying the whole difference is unreliable too (MacKinnon & Webb 2017). Over questions of
-    their own nothing is withheld: there the t's rejections at small k and its conservatism at larger k balance
-    (docs/statistics.md)."""
+    clusters than any test of them needs. Clusters: the videos, and the prompts, where questions share them
+    (SHARED_NU, as for the prompts' wild bootstrap). Were k of them (those whose sum is not 0) all a difference rests
+    on, the sign-flip test over them could reach no p below 2 / 2^k, which is ≥ α for k ≤ log2(2 / α) (5 at α =
+    0.05); the t over few clusters carrying the whole difference is unreliable too (MacKinnon & Webb 2017). Over
+    questions of their own nothing is withheld: there the t's rejections at small k and its conservatism at larger k
+    balance (docs/statistics.md)."""
     if not rows.any():
         return
     needed = int(np.floor(np.log2(2 / alpha))) + 1
     counts = []
-    for unit in (video, prompt):
-        if unit is None:
-            continue
-        unit = np.unique(unit, return_inverse=True)[1].ravel()
-        sizes = np.bincount(unit).astype(np.float64)
-        if (sizes**2).sum() / len(unit) < 2:
+    for given in (video, prompt):
+        unit, _, nu = _units(given) if given is not None else (None, None, 0.0)
+        if nu < SHARED_NU:
             continue
         sums = _unit_sums(y[rows], unit).T
         counts.append((np.abs(sums) > 1e-9 * max(1.0, float(np.abs(y).max()))).sum(axis=1))
@@ -384,14 +386,12 @@ def _withhold_few_differing(y: np.ndarray, video: np.ndarray, prompt: np.ndarray
 
 
 def _dominant_prompts(video: np.ndarray, prompt: np.ndarray) -> np.ndarray | None:
-    """A group's prompt labels 0..P-1 where the prompts are the only units its questions share (no two share a video),
-    shared enough that ν_prompt ≥ 2 and few enough that N / ν_prompt < WILD_BELOW; else None. (Over prompts of their
-    own the sign flips of single questions are the exact sign test, conservative for answers that are mostly ties.)"""
+    """A group's prompt labels 0..P-1 where its questions share prompts (SHARED_NU), no video, and fewer than WILD_BELOW
+    effective ones; else None (over prompts of their own sign flips are the sign test, conservative for many ties)."""
     if np.bincount(video).max() > 1:
         return None
-    unit = np.unique(prompt, return_inverse=True)[1].ravel()
-    nu = (np.bincount(unit).astype(np.float64) ** 2).sum() / len(unit)
-    return unit if nu >= 2 and len(unit) / nu < WILD_BELOW else None
+    unit, _, nu = _units(prompt)
+    return unit if nu >= SHARED_NU and len(unit) / nu < WILD_BELOW else None
 
 
 def _group_note(size: int, video: np.ndarray, prompt: np.ndarray | None) -> str:
