@@ -6,21 +6,24 @@ the visdep record and the prompt as `input`), 100,000 questions spread over the 
 (categories, varying K, questions per video and blind prompts shared across videos as in the real ones: the
 intervals resample videos and prompts), then runs the real `visdep audit` command on it with a panel (3 text
 LLMs, 5 VLMs, 2 held out; `--no-explorer`: bench_explorer.py times the explorer page on this tree) and reports
-its wall time, CPU time and peak memory, with their ratios to the targets, and the command's own phases (read and
-compute, write: wall and CPU). The benchmarks of trees of 64 MB or more are read and computed by forked processes
-side by side, one per core (`--processes 1`: all in the audit's own process), so memory is the peak of the RSS
-summed over all its processes (sampled every 50 ms; an upper bound, as pages a child shares with its parent count
-twice).
+its wall time, CPU time and peak memory, with their ratios to the targets, the command's own phases (read and
+compute, write: wall and CPU), and its time over a reference workload timed in the same run (`reference_seconds`:
+one process reading, hashing and decoding the tree), which says how fast the code is apart from how fast the machine
+is (the same commit has measured 5 to 16 s on different 2-core machines). The benchmarks of trees of 64 MB or more
+are read and computed by forked processes side by side, one per core (`--processes 1`: all in the audit's own
+process), so memory is the peak of the RSS summed over all its processes (sampled every 50 ms; an upper bound, as
+pages a child shares with its parent count twice).
 
     python bench/bench_audit.py [--questions 100000] [--models 10] [--processes N] [--no-prompt-ids]
                                 [--workdir DIR] [--keep]
 
-Generating the tree takes about a minute and is not timed.
+Generating the tree takes 15 s to a minute and is not timed.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import shutil
@@ -32,6 +35,7 @@ import time
 from multiprocessing import Pool
 from pathlib import Path
 
+import msgspec
 import numpy as np
 import psutil
 
@@ -143,6 +147,23 @@ class TreeMemory(threading.Thread):
             return []
 
 
+class _DocId(msgspec.Struct):
+    doc_id: int
+
+
+def reference_seconds(runs: Path) -> float:
+    """The machine's pace on this tree, timed in the same run as the audit: one process reading every samples file,
+    its sha256 and msgspec's decoding of its lines into their doc_id alone (every other field skipped), the work no
+    audit of these files can leave out. The audit's time over this one judges the code rather than the machine."""
+    decoder = msgspec.json.Decoder(_DocId)
+    start = time.perf_counter()
+    for path in sorted(runs.rglob("*.jsonl")):
+        data = path.read_bytes()
+        hashlib.sha256(data)
+        decoder.decode_lines(data)
+    return time.perf_counter() - start
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--questions", type=int, default=100_000)
@@ -178,6 +199,7 @@ def main() -> int:
         with open(path, "rb") as f:
             while f.read(1 << 24):
                 pass
+    reference = reference_seconds(runs)
     log = work / "audit.log"
     # every run hashes every input, as a first audit of new runs does: no hash kept from an earlier bench run
     env = (dict(os.environ) | {"VISDEP_HASH_CACHE": "off"}
@@ -210,6 +232,8 @@ def main() -> int:
         if any(f" - {stage} " in line for stage in ("read", "computed", "wrote")):
             print("  " + line.split(" - ", 1)[1])
     print(f"load average during the run (1 min): {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
+    print(f"reference (one process reading, hashing and decoding every samples file's doc_id, timed just before): "
+          f"{reference:.2f} s; the audit took {wall / reference:.2f} x that")
     print(f"time ratio   {wall / TIME_TARGET_S:.2f} of the {TIME_TARGET_S:.0f} s target")
     print(f"memory ratio {peak_mb / MEMORY_TARGET_MB:.2f} of the {MEMORY_TARGET_MB:.0f} MB target")
     if not args.keep and args.workdir is None:
