@@ -11,9 +11,19 @@ the video in the chat-templated text with a placeholder that its processor expan
   questions about one video and is run once; the text after it is each question's own tail. The
   marker is a special token (or, for InternVL, a placeholder whose expansion ends in the special
   `</img>`), so the cut never splits a token.
-- `mrope`: Qwen2-VL / Qwen2.5-VL give vision tokens 3D rotary positions; text after the video
-  continues at the position the model's own `get_rope_index` assigns to the next text token,
-  which is not simply the prefix length. Other families count positions 0, 1, 2, ...
+- `mrope`: Qwen2-VL / Qwen2.5-VL give vision tokens 3D rotary positions (time, height, width); text
+  after a video continues at the largest position before it + 1, on all three axes, which is not
+  simply the prefix length. Other families count positions 0, 1, 2, ...
+
+Qwen's positions are the rule the checkpoints were trained with: the authors' own training code
+(qwen-vl-finetune's `get_rope_index_25` and `get_rope_index_2`, whose docstrings say "we calculate the
+text start position_ids as the max vision position_ids plus 1"), transformers 4's Qwen2-VL and
+Qwen2.5-VL, and vLLM. transformers 5 (5.24 here) computes the vision positions the same way but starts
+the text after a vision block at the block's start + its merged grid's larger side: inside a video's
+temporal positions whenever they pass its spatial ones (more temporal patches than the merged grid is
+wide; Qwen2.5-VL spaces them by its frame timing: 16 frames of a 10 s clip reach 17, of a 10-minute
+clip over 1,000). `prefix_positions` takes transformers' vision positions and moves each text run
+after a vision block to Qwen's start (docs/adapters.md).
 """
 
 from __future__ import annotations
@@ -54,11 +64,24 @@ def _mm_token_types(model, input_ids: torch.Tensor) -> torch.Tensor:
     return types
 
 
+def text_after_vision_at_qwens_start(positions: torch.Tensor, types: torch.Tensor) -> torch.Tensor:
+    """Qwen's positions from transformers 5's (module docstring): positions (3, 1, L) as `get_rope_index` gives
+    them for one sequence whose token types (1, L) are text 0, image 1, video 2. Each text run after a vision block
+    starts at the largest position before it + 1, and everything after it moves with it (a later block's positions
+    count from the text before it, in both rules)."""
+    moved = positions.clone()
+    kinds = types[0]
+    for start in (torch.nonzero((kinds[1:] == 0) & (kinds[:-1] != 0)).flatten() + 1).tolist():
+        moved[:, :, start:] += moved[:, :, :start].max() + 1 - moved[0, 0, start]
+    return moved
+
+
 def prefix_positions(family: Family, model, inputs: dict) -> tuple[torch.Tensor, int]:
     """Position ids of a prefix (batch 1) and the position of the first text token after it.
 
-    mrope: `get_rope_index` on the prefix plus one probe text token; the probe's position is where
-    every question's tail starts. Others: 0 .. P-1, then P."""
+    mrope: `get_rope_index` on the prefix plus one probe text token, with text after a video where Qwen's own code
+    puts it (`text_after_vision_at_qwens_start`); the probe's position is where every question's tail starts.
+    Others: 0 .. P-1, then P."""
     input_ids = inputs["input_ids"]
     length = input_ids.shape[1]
     if not family.mrope:
@@ -70,4 +93,5 @@ def prefix_positions(family: Family, model, inputs: dict) -> tuple[torch.Tensor,
     probe_types = torch.cat([types, torch.zeros_like(types[:, :1])], dim=1)
     extra = {k: inputs[k] for k in ("image_grid_thw", "video_grid_thw", "second_per_grid_ts") if k in inputs}
     positions, _ = model.model.get_rope_index(probe_ids, mm_token_type_ids=probe_types, **extra)
+    positions = text_after_vision_at_qwens_start(positions, probe_types)
     return positions[:, :, :length], int(positions[0, 0, length])

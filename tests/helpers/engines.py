@@ -13,7 +13,7 @@ import torch
 from model_adapters.llm import VisdepLLM
 from model_adapters.pipeline import Batches, Presented, Scores
 from model_adapters.vlm import VisdepVLM
-from tests.helpers.naive import reference_inputs
+from tests.helpers.naive import full_forward_logits, reference_inputs
 
 
 class NaiveScoring:
@@ -31,7 +31,7 @@ class NaiveScoring:
             for text in q.scored:
                 inputs = reference_inputs(self.model, processor, q.prompt + text, q.add_special_tokens, video)
                 target = inputs["input_ids"][0, n_context.shape[1]:]
-                dist = torch.log_softmax(self.model(**inputs).logits[0, n_context.shape[1] - 1: -1].float(), dim=-1)
+                dist = torch.log_softmax(full_forward_logits(self.model, inputs)[n_context.shape[1] - 1: -1], dim=-1)
                 scores.append((-dist.gather(-1, target[:, None]).sum().item(), bool((dist.argmax(-1) == target).all())))
             results.append(scores)
             if batches.scored is not None:

@@ -7,7 +7,8 @@ This is what lmms-eval's own adapters do per request, minus their re-decoding of
 
 It builds its inputs with the adapters' own prompt builder and frames, so it checks the key/value
 cache, the batching and the shared prefix, not what the model is shown: that is checked by the
-test-only references in `tests/adapters/independent_reference.py`, which share no code with the adapters.
+test-only references in `tests/adapters/independent_reference.py`, which share no code with the adapters
+(Qwen's 3D rotary positions are taken from there, `qwen_position_ids`, not from the adapters).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import torch
 from model_adapters.base import answer_strings
 from model_adapters.llm import chat_prompt
 from model_adapters.vlm import on_device, user_message
+from tests.adapters.independent_reference import qwen_position_ids
 
 
 def reference_prompt(processor, context: str, with_video: bool) -> tuple[str, bool]:
@@ -41,6 +43,13 @@ def reference_inputs(model, processor, text: str, add_special_tokens: bool, vide
     return on_device(enc, model.device, model.dtype)
 
 
+def full_forward_logits(model, inputs: dict) -> torch.Tensor:
+    """The logits (L, vocabulary) of one full forward of encoded `inputs` (batch 1), Qwen's 3D rotary positions
+    given as its training code computes them (`qwen_position_ids`)."""
+    positions = qwen_position_ids(model.config, inputs)
+    return model(**inputs, **({} if positions is None else {"position_ids": positions})).logits[0].float()
+
+
 @torch.inference_mode()
 def naive_option_scores(model, processor, context: str, continuations: Sequence[str],
                         video: tuple[np.ndarray, object] | None = None) -> list[tuple[float, bool]]:
@@ -51,7 +60,7 @@ def naive_option_scores(model, processor, context: str, continuations: Sequence[
     scores = []
     for continuation in answer_strings(prompt, continuations):
         inputs = reference_inputs(model, processor, prompt + continuation, special, video)
-        logits = model(**inputs).logits[0].float()
+        logits = full_forward_logits(model, inputs)
         target = inputs["input_ids"][0, n_context:]
         dist = torch.log_softmax(logits[n_context - 1: -1], dim=-1)
         logprob = dist.gather(-1, target[:, None]).sum().item()

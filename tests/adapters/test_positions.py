@@ -1,0 +1,86 @@
+"""Qwen2-VL / Qwen2.5-VL rotary positions: the text after a video starts one past the largest position before it.
+
+The expected positions are written out here from the examples in the docstrings of Qwen's own training code
+(qwen-vl-finetune's `get_rope_index_2` and `get_rope_index_25`): a video of 3 temporal patches on a 2 × 2 merged
+grid, then 5 text tokens. Qwen2-VL: vision temporal 0, 1, 2 (four tokens each), text 3 .. 7. Qwen2.5-VL with 50
+positions per temporal patch (tokens_per_second 2 × 25 s per patch): vision temporal 0, 50, 100, text 101 .. 105.
+transformers 5.24's `get_rope_index` starts that text at 2 in both (the merged grid's larger side), which these
+tests refuse: the adapters' `prefix_positions` and the test reference `qwen_position_ids` are both checked.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from model_adapters.families import family_of, prefix_positions
+from tests.adapters.independent_reference import qwen_position_ids
+
+GRID = [3, 4, 4]  # 3 temporal patches of 4 × 4 patches, merged 2 × 2: 12 video tokens
+TEXT_BEFORE = 3
+TEXT_AFTER = 5
+
+
+def expected(kind: str, text_before: int) -> list[list[int]]:
+    """(temporal, height, width) positions of `text_before` text tokens, the video, then TEXT_AFTER text tokens."""
+    step, after = (1, 3) if kind == "qwen2_vl" else (50, 101)
+    lead = list(range(text_before))
+    temporal = [t * step for t in range(3) for _ in range(4)]
+    height = [0, 0, 1, 1] * 3
+    width = [0, 1, 0, 1] * 3
+    tail = list(range(after, after + TEXT_AFTER))
+    return [lead + [p + text_before for p in axis] + [p + text_before for p in tail]
+            for axis in (temporal, height, width)]
+
+
+def video_inputs(model, kind: str, text_before: int) -> dict:
+    text_token = 0  # any token that is neither a vision token nor a video/image placeholder
+    video = model.config.video_token_id
+    n_video = GRID[0] * (GRID[1] // 2) * (GRID[2] // 2)
+    ids = torch.tensor([[text_token] * text_before + [video] * n_video + [text_token] * TEXT_AFTER])
+    inputs = {"input_ids": ids, "mm_token_type_ids": (ids == video).long() * 2,
+              "video_grid_thw": torch.tensor([GRID])}
+    if kind == "qwen2_5_vl":
+        inputs["second_per_grid_ts"] = torch.tensor([25.0])
+    return inputs
+
+
+@pytest.fixture(scope="module")
+def models(tiny_models):
+    from transformers import AutoModelForImageTextToText
+
+    return {kind: AutoModelForImageTextToText.from_pretrained(tiny_models[kind]).eval()
+            for kind in ("qwen2_vl", "qwen2_5_vl")}
+
+
+@pytest.mark.parametrize("text_before", [0, TEXT_BEFORE], ids=["video first", "text, video, text"])
+@pytest.mark.parametrize("kind", ["qwen2_vl", "qwen2_5_vl"])
+def test_the_adapters_start_the_text_after_a_video_one_past_its_largest_position(models, kind, text_before):
+    model = models[kind]
+    assert model.config.vision_config.spatial_merge_size == 2
+    if kind == "qwen2_5_vl":
+        assert model.config.vision_config.tokens_per_second == 2
+    inputs = video_inputs(model, kind, text_before)
+    positions, next_position = prefix_positions(family_of(model.config), model, inputs)
+    assert positions.shape == (3, 1, inputs["input_ids"].shape[1])
+    assert positions[:, 0].tolist() == expected(kind, text_before)
+    assert next_position == expected(kind, text_before)[0][-1] + 1
+
+
+@pytest.mark.parametrize("text_before", [0, TEXT_BEFORE], ids=["video first", "text, video, text"])
+@pytest.mark.parametrize("kind", ["qwen2_vl", "qwen2_5_vl"])
+def test_the_reference_positions_are_qwens_examples(models, kind, text_before):
+    inputs = video_inputs(models[kind], kind, text_before)
+    assert qwen_position_ids(models[kind].config, inputs)[:, 0].tolist() == expected(kind, text_before)
+
+
+def test_transformers_own_rule_differs_there(models):
+    """What the tests above guard against: transformers 5's `get_rope_index` puts this text elsewhere (if a later
+    transformers follows Qwen's rule, this test says so, and the adjustment can go)."""
+    model = models["qwen2_vl"]
+    inputs = video_inputs(model, "qwen2_vl", TEXT_BEFORE)
+    positions, _ = model.model.get_rope_index(inputs["input_ids"], mm_token_type_ids=inputs["mm_token_type_ids"],
+                                              video_grid_thw=inputs["video_grid_thw"])
+    first_text_after = TEXT_BEFORE + 12
+    assert positions[0, 0, first_text_after].item() == TEXT_BEFORE + 2  # the merged grid's larger side
+    assert expected("qwen2_vl", TEXT_BEFORE)[0][first_text_after] == TEXT_BEFORE + 3
