@@ -65,23 +65,34 @@ def _mm_token_types(model, input_ids: torch.Tensor) -> torch.Tensor:
 
 
 def text_after_vision_at_qwens_start(positions: torch.Tensor, types: torch.Tensor) -> torch.Tensor:
-    """Qwen's positions from transformers 5's (module docstring): positions (3, 1, L) as `get_rope_index` gives
-    them for one sequence whose token types (1, L) are text 0, image 1, video 2. Each text run after a vision block
-    starts at the largest position before it + 1, and everything after it moves with it (a later block's positions
-    count from the text before it, in both rules)."""
+    """Qwen's positions from transformers 5's (module docstring): positions (3, B, L) as `get_rope_index` gives
+    them for sequences whose token types (B, L) are text 0, image 1, video 2. In each row, each text run after a
+    vision block starts at the largest position before it + 1, and everything after it moves with it (a later
+    block's positions count from the text before it, in both rules; padding after the text moves too, unread)."""
     moved = positions.clone()
-    kinds = types[0]
-    for start in (torch.nonzero((kinds[1:] == 0) & (kinds[:-1] != 0)).flatten() + 1).tolist():
-        moved[:, :, start:] += moved[:, :, :start].max() + 1 - moved[0, 0, start]
+    for row, kinds in enumerate(types):
+        for start in (torch.nonzero((kinds[1:] == 0) & (kinds[:-1] != 0)).flatten() + 1).tolist():
+            moved[:, row, start:] += moved[:, row, :start].max() + 1 - moved[0, row, start]
     return moved
+
+
+def qwen_positions(model, inputs: dict) -> torch.Tensor:
+    """Position ids (3, B, L) of a Qwen2-VL / Qwen2.5-VL model's encoded `inputs` (a batch, padded or not), by
+    Qwen's rule: what scoring uses (`prefix_positions`) and what the demo trains with."""
+    types = inputs.get("mm_token_type_ids")
+    if types is None:
+        types = _mm_token_types(model, inputs["input_ids"])
+    extra = {k: inputs[k] for k in ("image_grid_thw", "video_grid_thw", "second_per_grid_ts", "attention_mask")
+             if inputs.get(k) is not None}
+    positions, _ = model.model.get_rope_index(inputs["input_ids"], mm_token_type_ids=types, **extra)
+    return text_after_vision_at_qwens_start(positions, types)
 
 
 def prefix_positions(family: Family, model, inputs: dict) -> tuple[torch.Tensor, int]:
     """Position ids of a prefix (batch 1) and the position of the first text token after it.
 
-    mrope: `get_rope_index` on the prefix plus one probe text token, with text after a video where Qwen's own code
-    puts it (`text_after_vision_at_qwens_start`); the probe's position is where every question's tail starts.
-    Others: 0 .. P-1, then P."""
+    mrope: Qwen's positions (`qwen_positions`) of the prefix plus one probe text token; the probe's position is where
+    every question's tail starts. Others: 0 .. P-1, then P."""
     input_ids = inputs["input_ids"]
     length = input_ids.shape[1]
     if not family.mrope:
@@ -89,9 +100,8 @@ def prefix_positions(family: Family, model, inputs: dict) -> tuple[torch.Tensor,
     types = inputs.get("mm_token_type_ids")
     if types is None:
         types = _mm_token_types(model, input_ids)
-    probe_ids = torch.cat([input_ids, input_ids[:, -1:]], dim=1)
-    probe_types = torch.cat([types, torch.zeros_like(types[:, :1])], dim=1)
-    extra = {k: inputs[k] for k in ("image_grid_thw", "video_grid_thw", "second_per_grid_ts") if k in inputs}
-    positions, _ = model.model.get_rope_index(probe_ids, mm_token_type_ids=probe_types, **extra)
-    positions = text_after_vision_at_qwens_start(positions, probe_types)
+    probe = {k: inputs[k] for k in ("image_grid_thw", "video_grid_thw", "second_per_grid_ts") if k in inputs}
+    probe |= {"input_ids": torch.cat([input_ids, input_ids[:, -1:]], dim=1),
+              "mm_token_type_ids": torch.cat([types, torch.zeros_like(types[:, :1])], dim=1)}
+    positions = qwen_positions(model, probe)
     return positions[:, :, :length], int(positions[0, 0, length])

@@ -138,9 +138,11 @@ def train_checkpoint(kind: str, role: str, out_dir: Path, config: PlantedConfig,
     import torch
     from transformers import AutoModelForCausalLM, AutoModelForImageTextToText, AutoProcessor, AutoTokenizer
 
+    from model_adapters.families import FAMILIES, qwen_positions
     from visdep_metrics.demo.tiny import VLM_KINDS, build_tiny
 
     vlm = kind in VLM_KINDS
+    mrope = vlm and FAMILIES[kind].mrope
     if role not in ROLES or ROLES[role][1] != vlm:
         raise ValueError(f"a {kind} checkpoint cannot take the role {role!r} (roles: {ROLES})")
     start = time.perf_counter()
@@ -173,6 +175,8 @@ def train_checkpoint(kind: str, role: str, out_dir: Path, config: PlantedConfig,
                 continue
             enc, labels = _batch(processor, tokenizer, group, special)
             group.clear()
+            if mrope and "video_grid_thw" in enc:  # Qwen's positions, as the adapters score with them
+                enc["position_ids"] = qwen_positions(model, enc)
             loss = model(**enc, labels=labels).loss
             loss.backward()
             optimizer.step()
