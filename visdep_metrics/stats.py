@@ -368,8 +368,8 @@ def _withhold_few_differing(y: np.ndarray, video: np.ndarray, prompt: np.ndarray
         return
     needed = int(np.floor(np.log2(2 / alpha))) + 1
     counts = []
-    for given in (video, prompt):
-        unit, _, nu = _units(given) if given is not None else (None, None, 0.0)
+    for given in (units for units in (video, prompt) if units is not None):
+        unit, _, nu = _units(given)
         if nu < SHARED_NU:
             continue
         sums = _unit_sums(y[rows], unit).T

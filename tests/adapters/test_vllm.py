@@ -248,7 +248,7 @@ def test_qwen25_vl_equals_visdep_vlm(runs, task, scoring):
 def test_qwen2_vl_places_the_text_after_a_long_video_as_vllm_does(runs, fixture_env):
     """The synthetic clips have 8 frames: 4 temporal patches (positions 0-3) on the tiny processor's 2 x 2 merged
     grid (positions 0-1). vLLM starts the text after the video at 4, Qwen's rule; transformers 5.24's own
-    `get_rope_index` at 2, which had these values 0.099 apart."""
+    `get_rope_index` at 2, which put these values up to 0.099 apart (0.073 on the first question in a later run)."""
     from model_adapters.frames import read_frames
 
     first = sorted(Path(fixture_env["VRU_ACCIDENT_ROOT"]).rglob("*.mp4"))[0]
