@@ -32,6 +32,8 @@ from dataclasses import dataclass
 
 import torch
 
+from model_adapters.transformers_api import rope_index
+
 
 @dataclass(frozen=True)
 class Family:
@@ -84,7 +86,7 @@ def qwen_positions(model, inputs: dict) -> torch.Tensor:
         types = _mm_token_types(model, inputs["input_ids"])
     extra = {k: inputs[k] for k in ("image_grid_thw", "video_grid_thw", "second_per_grid_ts", "attention_mask")
              if inputs.get(k) is not None}
-    positions, _ = model.model.get_rope_index(inputs["input_ids"], mm_token_type_ids=types, **extra)
+    positions = rope_index(model, inputs["input_ids"], types, **extra)
     return text_after_vision_at_qwens_start(positions, types)
 
 

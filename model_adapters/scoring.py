@@ -39,6 +39,7 @@ from tqdm import tqdm
 
 from lmms_eval_tasks.errors import VisdepError
 from model_adapters.prefetch import Prefetch, PreparedInOrder
+from model_adapters.transformers_api import cache_argument, cache_of
 
 
 class ScoringError(VisdepError, RuntimeError):
@@ -111,10 +112,10 @@ def _extend(model, branch: _Branch, rows: torch.Tensor, tokens: Sequence[Sequenc
     mask = torch.cat([branch.mask[rows], new_mask], dim=1)
     start = branch.next_position[rows]
     positions = start[:, None] + torch.arange(width, device=device)[None]
-    out = model(input_ids=ids, attention_mask=mask, position_ids=positions, cache=cache, use_cache=True,
+    out = model(input_ids=ids, attention_mask=mask, position_ids=positions, **cache_argument(cache), use_cache=True,
                 logits_to_keep=logits_to_keep)
     lengths = new_mask.sum(dim=1)
-    return out.logits, _Branch(out.cache, mask, start + lengths)
+    return out.logits, _Branch(cache_of(out), mask, start + lengths)
 
 
 def _prefix_branch(model, built: tuple[dict, int] | None, device) -> _Branch:
@@ -126,7 +127,7 @@ def _prefix_branch(model, built: tuple[dict, int] | None, device) -> _Branch:
     length = inputs["input_ids"].shape[1]
     # Only the cache is needed: the tails' logits predict the options.
     out = model(**inputs, use_cache=True, logits_to_keep=1)
-    return _Branch(out.cache, torch.ones(1, length, dtype=torch.long, device=device),
+    return _Branch(cache_of(out), torch.ones(1, length, dtype=torch.long, device=device),
                    torch.tensor([next_position], device=device))
 
 
@@ -168,7 +169,7 @@ def _prefix_and_tail(model, question: Question, built: tuple[dict, int], device)
     if "mm_token_type_ids" in inputs:  # text after the video
         fused["mm_token_type_ids"] = torch.cat([inputs["mm_token_type_ids"], torch.zeros_like(tail)], dim=1)
     out = model(**fused, use_cache=True, logits_to_keep=1)
-    branch = _Branch(out.cache, fused["attention_mask"], torch.tensor([next_position + n], device=device))
+    branch = _Branch(cache_of(out), fused["attention_mask"], torch.tensor([next_position + n], device=device))
     return torch.log_softmax(out.logits[:, -1].float(), dim=-1), branch
 
 

@@ -3,9 +3,11 @@
 The expected positions are written out here from the examples in the docstrings of Qwen's own training code
 (qwen-vl-finetune's `get_rope_index_2` and `get_rope_index_25`): a video of 3 temporal patches on a 2 × 2 merged
 grid, then 5 text tokens. Qwen2-VL: vision temporal 0, 1, 2 (four tokens each), text 3 .. 7. Qwen2.5-VL with 50
-positions per temporal patch (tokens_per_second 2 × 25 s per patch): vision temporal 0, 50, 100, text 101 .. 105.
+positions per temporal patch (tokens_per_second 2 × 25 s per patch): vision temporal 0, 50, 100, text 101 .. 105;
+with 1.25 s per patch (16 frames of a 10 s clip), 2.5 positions per patch, cut down: 0, 2, 5, text 6 .. 10.
 transformers 5.24's `get_rope_index` starts that text at 2 in both (the merged grid's larger side), which these
-tests refuse: the adapters' `prefix_positions` and the test reference `qwen_position_ids` are both checked.
+tests refuse: the adapters' `prefix_positions` and the test reference `qwen_position_ids` are both checked. So is
+5.17's spacing of 2 per patch at 1.25 s (it cut the seconds to whole ones: `model_adapters.transformers_api`).
 """
 
 from __future__ import annotations
@@ -21,11 +23,15 @@ TEXT_BEFORE = 3
 TEXT_AFTER = 5
 
 
-def expected(kind: str, text_before: int) -> list[list[int]]:
+# Qwen2.5-VL's seconds per temporal patch -> the temporal positions of its 3 patches, and where the text after starts
+QWEN2_5_VL_TIMING = {25.0: ([0, 50, 100], 101), 1.25: ([0, 2, 5], 6)}
+
+
+def expected(kind: str, text_before: int, seconds: float = 25.0) -> list[list[int]]:
     """(temporal, height, width) positions of `text_before` text tokens, the video, then TEXT_AFTER text tokens."""
-    step, after = (1, 3) if kind == "qwen2_vl" else (50, 101)
+    steps, after = ([0, 1, 2], 3) if kind == "qwen2_vl" else QWEN2_5_VL_TIMING[seconds]
     lead = list(range(text_before))
-    temporal = [t * step for t in range(3) for _ in range(4)]
+    temporal = [step for step in steps for _ in range(4)]
     height = [0, 0, 1, 1] * 3
     width = [0, 1, 0, 1] * 3
     tail = list(range(after, after + TEXT_AFTER))
@@ -33,7 +39,7 @@ def expected(kind: str, text_before: int) -> list[list[int]]:
             for axis in (temporal, height, width)]
 
 
-def video_inputs(model, kind: str, text_before: int) -> dict:
+def video_inputs(model, kind: str, text_before: int, seconds: float = 25.0) -> dict:
     text_token = 0  # any token that is neither a vision token nor a video/image placeholder
     video = model.config.video_token_id
     n_video = GRID[0] * (GRID[1] // 2) * (GRID[2] // 2)
@@ -41,7 +47,7 @@ def video_inputs(model, kind: str, text_before: int) -> dict:
     inputs = {"input_ids": ids, "mm_token_type_ids": (ids == video).long() * 2,
               "video_grid_thw": torch.tensor([GRID])}
     if kind == "qwen2_5_vl":
-        inputs["second_per_grid_ts"] = torch.tensor([25.0])
+        inputs["second_per_grid_ts"] = torch.tensor([seconds])
     return inputs
 
 
@@ -53,25 +59,29 @@ def models(tiny_models):
             for kind in ("qwen2_vl", "qwen2_5_vl")}
 
 
+CASES = [("qwen2_vl", 25.0), ("qwen2_5_vl", 25.0), ("qwen2_5_vl", 1.25)]
+CASE_IDS = ["qwen2_vl", "qwen2_5_vl 25 s per patch", "qwen2_5_vl 1.25 s per patch"]
+
+
 @pytest.mark.parametrize("text_before", [0, TEXT_BEFORE], ids=["video first", "text, video, text"])
-@pytest.mark.parametrize("kind", ["qwen2_vl", "qwen2_5_vl"])
-def test_the_adapters_start_the_text_after_a_video_one_past_its_largest_position(models, kind, text_before):
+@pytest.mark.parametrize("kind,seconds", CASES, ids=CASE_IDS)
+def test_the_adapters_start_the_text_after_a_video_one_past_its_largest_position(models, kind, seconds, text_before):
     model = models[kind]
     assert model.config.vision_config.spatial_merge_size == 2
     if kind == "qwen2_5_vl":
         assert model.config.vision_config.tokens_per_second == 2
-    inputs = video_inputs(model, kind, text_before)
+    inputs = video_inputs(model, kind, text_before, seconds)
     positions, next_position = prefix_positions(family_of(model.config), model, inputs)
     assert positions.shape == (3, 1, inputs["input_ids"].shape[1])
-    assert positions[:, 0].tolist() == expected(kind, text_before)
-    assert next_position == expected(kind, text_before)[0][-1] + 1
+    assert positions[:, 0].tolist() == expected(kind, text_before, seconds)
+    assert next_position == expected(kind, text_before, seconds)[0][-1] + 1
 
 
 @pytest.mark.parametrize("text_before", [0, TEXT_BEFORE], ids=["video first", "text, video, text"])
-@pytest.mark.parametrize("kind", ["qwen2_vl", "qwen2_5_vl"])
-def test_the_reference_positions_are_qwens_examples(models, kind, text_before):
-    inputs = video_inputs(models[kind], kind, text_before)
-    assert qwen_position_ids(models[kind].config, inputs)[:, 0].tolist() == expected(kind, text_before)
+@pytest.mark.parametrize("kind,seconds", CASES, ids=CASE_IDS)
+def test_the_reference_positions_are_qwens_examples(models, kind, seconds, text_before):
+    inputs = video_inputs(models[kind], kind, text_before, seconds)
+    assert qwen_position_ids(models[kind].config, inputs)[:, 0].tolist() == expected(kind, text_before, seconds)
 
 
 def test_transformers_own_rule_differs_there(models):

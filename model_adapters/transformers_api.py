@@ -1,0 +1,87 @@
+"""What differs between the transformers releases visdep runs on, in one place (pyproject.toml: >=5.17,<5.40).
+
+The range goes from 5.17 (what vLLM 0.32 to 0.34 allow: transformers<5.20, <5.21, <5.23; and what lent GPU machines
+have) to the newest tested, 5.25. Everything else visdep calls is the same over it; found by running the adapters'
+exactness, fidelity and positions tests under 5.17, 5.19, 5.20 and 5.25 (`.ci/run`, docs/adapters.md):
+
+- The key/value cache argument and output: models take `past_key_values=` and return `.past_key_values` up to
+  5.23; from 5.24 on they take `cache=` and return `.cache`, and `past_key_values` is a deprecated alias (announced
+  to go in 5.40). Told apart by the output class's fields, not by a version number, so a backport or a later
+  release is read as it is.
+- Qwen2.5-VL's video positions: 5.17's `get_rope_index` spaces a video's temporal patches by
+  `tokens_per_second * int(second_per_grid_ts)`, the seconds per patch cut to whole seconds, so every patch of a
+  clip sampled at under a second per patch gets the same temporal position (16 frames of a 10 s clip: 1.25 s per
+  patch, spaced 2 instead of 2.5). 5.18 on take `(k * tokens_per_second * second_per_grid_ts).long()` for patch k,
+  the rule of Qwen's own training code; `rope_index` puts that rule back under 5.17.
+
+What the range was checked for and found the same: the processors' `videos=`, `video_metadata=` and
+`do_sample_frames=False`; `get_rope_index(input_ids, mm_token_type_ids=..., video_grid_thw=...,
+second_per_grid_ts=...)` of Qwen2-VL / Qwen2.5-VL (tests/adapters/test_positions.py pins its values); the cache
+layers' `batch_select_indices`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from functools import cache
+
+import torch
+
+
+@cache
+def cache_name() -> str:
+    """The name of the key/value cache in this transformers' model arguments and outputs: `cache` (5.24 on) or
+    `past_key_values` (before)."""
+    from transformers.modeling_outputs import CausalLMOutputWithPast
+
+    return "cache" if "cache" in {f.name for f in dataclasses.fields(CausalLMOutputWithPast)} else "past_key_values"
+
+
+def cache_argument(cache_object) -> dict:
+    """The keyword argument that passes `cache_object` (a transformers Cache, or None) to a model's forward."""
+    return {cache_name(): cache_object}
+
+
+def cache_of(output):
+    """The key/value cache a model's forward returned (`use_cache=True`)."""
+    return getattr(output, cache_name())
+
+
+@cache
+def _truncates_seconds_per_grid() -> bool:
+    import transformers
+    from packaging.version import Version
+
+    return Version(transformers.__version__) < Version("5.18")
+
+
+def rope_index(model, input_ids: torch.Tensor, mm_token_type_ids: torch.Tensor, **extra) -> torch.Tensor:
+    """A Qwen2-VL / Qwen2.5-VL model's `get_rope_index` positions (3, B, L) of `input_ids` (token types text 0,
+    image 1, video 2; `extra`: the grids, `second_per_grid_ts`, `attention_mask`), with the temporal spacing of
+    5.18 on (module docstring) whatever the release."""
+    positions, _ = model.model.get_rope_index(input_ids, mm_token_type_ids=mm_token_type_ids, **extra)
+    seconds = extra.get("second_per_grid_ts")
+    if (model.config.model_type != "qwen2_5_vl" or seconds is None or extra.get("video_grid_thw") is None
+            or not _truncates_seconds_per_grid()):
+        return positions
+    grids = iter(extra["video_grid_thw"])
+    seconds = iter(torch.as_tensor(seconds))
+    merge = model.config.vision_config.spatial_merge_size
+    per_second = model.config.vision_config.tokens_per_second
+    mask = extra.get("attention_mask")
+    for row, kinds in enumerate(mm_token_type_ids):
+        where = torch.arange(kinds.shape[0], device=kinds.device)
+        if mask is not None:  # transformers reads the unpadded tokens only
+            where, kinds = where[mask[row].bool()], kinds[mask[row].bool()]
+        start = 0
+        while start < len(kinds):  # each run of video tokens is one video, as transformers groups them
+            if kinds[start] != 2:
+                start += 1
+                continue
+            t, h, w = (int(x) for x in next(grids))
+            per_patch = (h // merge) * (w // merge)
+            block = where[start:start + t * per_patch]
+            temporal = (torch.arange(t, device=positions.device) * (per_second * next(seconds))).long()
+            positions[0, row, block] = positions[0, row, block[0]] + temporal.repeat_interleave(per_patch)
+            start += t * per_patch
+    return positions
