@@ -1,6 +1,8 @@
 """The GPU bench (`bench/gpu/bench_gpu.py`) cannot rot: it runs here at tiny size on the CPU with only the packages
 the GPU machine is said to have (`MACHINE_HAS` and their requirements) and those `bench/gpu/wheelhouse.txt` carries
-importable, and its 7B checkpoints have the parameter counts their model cards publish."""
+importable, and its 7B checkpoints have the parameter counts their model cards publish. It uses the machine's own
+transformers (5.17 there): the wheelhouse carries none, and `.ci/transformers-range` runs the tiny bench under 5.17
+too."""
 
 from __future__ import annotations
 
@@ -92,6 +94,18 @@ def test_the_bench_runs_at_tiny_size_on_the_cpu_with_only_the_machines_packages_
     hidden = json.loads(done.stderr.rsplit("HIDDEN ", 1)[1])
     assert "vllm" in hidden and report["skipped"][0]["adapter"] == "visdep_vllm"
     assert "visdep_vlm" in done.stdout and "skipped" in done.stdout
+
+
+def test_the_wheelhouse_carries_no_transformers_and_the_gpu_machines_is_in_visdeps_range():
+    sys.path.insert(0, str(SCRIPT.parent))
+    try:
+        import bench_gpu
+    finally:
+        sys.path.remove(str(SCRIPT.parent))
+    assert "transformers" not in wheelhouse()
+    required = bench_gpu.transformers_requirement()
+    assert required.specifier.contains("5.17.0")  # the lent GPU machine's (Python 3.12, torch 2.11)
+    assert not required.specifier.contains("5.16.1")
 
 
 @pytest.mark.slow

@@ -82,7 +82,17 @@ QUESTIONS_PER_VIDEO = 6
 DISTINCT_CLIPS = 8  # clips written; further videos are hard links to them at their own paths (decoded again)
 # What the GPU machine must have (with their own requirements); bench/gpu/wheelhouse.txt carries the rest.
 MACHINE_HAS = ("torch", "torchvision", "transformers", "accelerate", "numpy", "pillow", "jinja2", "pyyaml", "tqdm")
-TRANSFORMERS_NEEDED = "5.24"  # visdep's scoring core passes the cache as `cache=` (pyproject.toml pins >= 5.24)
+PYPROJECT = Path(__file__).resolve().parents[2] / "pyproject.toml"
+
+
+def transformers_requirement():
+    """visdep's requirement on transformers, as pyproject.toml declares it: the machine's own transformers is used
+    wherever it lies in that range (the wheelhouse carries none)."""
+    import tomllib
+    from packaging.requirements import Requirement
+
+    declared = tomllib.loads(PYPROJECT.read_text())["project"]["dependencies"]
+    return next(r for r in map(Requirement, declared) if r.name == "transformers")
 
 
 def checkpoints(size: str, root: Path) -> dict[str, Path]:
@@ -380,11 +390,10 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     import torch
     import transformers
-    from packaging.version import Version
 
-    if Version(transformers.__version__) < Version(TRANSFORMERS_NEEDED):
-        fail(f"transformers {transformers.__version__}: visdep needs >= {TRANSFORMERS_NEEDED}; bash bench/gpu/run.sh "
-             "installs the one bench/gpu/wheelhouse.txt carries")
+    required = transformers_requirement()
+    if not required.specifier.contains(transformers.__version__, prereleases=True):
+        fail(f"transformers {transformers.__version__}: visdep needs {required} (pyproject.toml); install one there")
     if args.device.startswith("cuda") and not torch.cuda.is_available():
         fail("--device cuda: no CUDA device here (--size tiny --device cpu runs on a CPU)")
     from loguru import logger

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# On the GPU machine, from the repository root: install bench/gpu/wheels/ offline into a folder of its own (its
-# transformers shadows the machine's), then run bench_gpu.py within 8 minutes. OUT (first argument) gets
+# On the GPU machine, from the repository root: install bench/gpu/wheels/ offline into a folder of its own (the
+# machine's torch and transformers are used), then run bench_gpu.py within 8 minutes. OUT (first argument) gets
 # gpu_bench.json; further arguments go to bench_gpu.py (--size tiny: a check in seconds).
 set -euo pipefail
 out=${1:?usage: bash bench/gpu/run.sh OUT [bench_gpu.py options]}

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Where PyPI is reachable: the wheels of bench/gpu/wheelhouse.txt for the GPU machine (CPython 3.12, x86-64 Linux)
-# into bench/gpu/wheels/, which bench/gpu/run.sh installs there offline. About 19 MB.
+# into bench/gpu/wheels/, which bench/gpu/run.sh installs there offline. About 5 MB.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 rm -rf "$here/wheels"
