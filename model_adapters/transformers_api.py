@@ -2,7 +2,7 @@
 
 The range goes from 5.17 (what vLLM 0.32 to 0.34 allow: transformers<5.20, <5.21, <5.23; and what lent GPU machines
 have) to the newest tested, 5.25. Everything else visdep calls is the same over it; found by running the adapters'
-exactness, fidelity and positions tests under 5.17, 5.19, 5.20 and 5.25 (`.ci/run`, docs/adapters.md):
+exactness, fidelity and positions tests under 5.17.0, 5.20.2 and 5.25.0 (`.ci/transformers-range`, docs/adapters.md):
 
 - The key/value cache argument and output: models take `past_key_values=` and return `.past_key_values` up to
   5.23; from 5.24 on they take `cache=` and return `.cache`, and `past_key_values` is a deprecated alias (announced
