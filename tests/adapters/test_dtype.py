@@ -67,8 +67,8 @@ def test_bf16_positions_equal_the_float32_rule_for_clips_of_5_s_to_20_min(bf16_q
 
 
 # bf16 keeps 8 significant bits (relative rounding 2^-9). Measured over the 4 families' 10 questions, video and blind
-# (docs/adapters.md): one-token letters moved by at most 0.034 nats (median 0.006), option sums of up to 217 nats by
-# at most 0.123 (median 0.015); the bounds leave half as much again for other seeds and libraries.
+# (docs/adapters.md): one-token letters moved by at most 0.034 nats (medians 0.004-0.009), option sums of up to 218
+# nats by at most 0.123 (medians 0.010-0.029); the bounds leave about half as much again for other seeds and libraries.
 BF16_BOUND = {"letter": 0.05, "option": 0.2}
 
 
