@@ -22,8 +22,9 @@ Qwen2.5-VL, and vLLM. transformers 5 (5.24 here) computes the vision positions t
 the text after a vision block at the block's start + its merged grid's larger side: inside a video's
 temporal positions whenever they pass its spatial ones (more temporal patches than the merged grid is
 wide; Qwen2.5-VL spaces them by its frame timing: 16 frames of a 10 s clip reach 17, of a 10-minute
-clip over 1,000). `prefix_positions` takes transformers' vision positions and moves each text run
-after a vision block to Qwen's start (docs/adapters.md).
+clip over 1,000). `qwen_positions` computes Qwen's positions itself, transformers 4's float32 rounding of
+the temporal positions included (`qwen_temporal_positions`), from the float32 `second_per_grid_ts`
+whatever the model's dtype (docs/adapters.md).
 """
 
 from __future__ import annotations
@@ -32,7 +33,6 @@ from dataclasses import dataclass
 
 import torch
 
-from model_adapters.transformers_api import rope_index
 
 
 @dataclass(frozen=True)
@@ -59,35 +59,75 @@ def family_of(config, adapter_name: str = "visdep_vlm") -> Family:
 
 
 def _mm_token_types(model, input_ids: torch.Tensor) -> torch.Tensor:
-    """Text 0, image 1, video 2: what `get_rope_index` groups by (processors of transformers 5 return it too)."""
+    """Text 0, image 1, video 2: how Qwen's positions group the tokens (processors of transformers 5 return it too)."""
     types = torch.zeros_like(input_ids)
     types[input_ids == model.config.image_token_id] = 1
     types[input_ids == model.config.video_token_id] = 2
     return types
 
 
-def text_after_vision_at_qwens_start(positions: torch.Tensor, types: torch.Tensor) -> torch.Tensor:
-    """Qwen's positions from transformers 5's (module docstring): positions (3, B, L) as `get_rope_index` gives
-    them for sequences whose token types (B, L) are text 0, image 1, video 2. In each row, each text run after a
-    vision block starts at the largest position before it + 1, and everything after it moves with it (a later
-    block's positions count from the text before it, in both rules; padding after the text moves too, unread)."""
-    moved = positions.clone()
-    for row, kinds in enumerate(types):
-        for start in (torch.nonzero((kinds[1:] == 0) & (kinds[:-1] != 0)).flatten() + 1).tolist():
-            moved[:, row, start:] += moved[:, row, :start].max() + 1 - moved[0, row, start]
-    return moved
+def qwen_temporal_positions(patches: int, seconds_per_patch: torch.Tensor | None,
+                            tokens_per_second: float | None) -> torch.Tensor:
+    """The temporal positions (int64) of a vision block's `patches` temporal patches before its offset: 0, 1, 2, ...
+    for Qwen2-VL and images (`tokens_per_second` None); for a Qwen2.5-VL video, k * seconds_per_patch *
+    tokens_per_second truncated, as the checkpoints' training code computes it (transformers 4's and qwen-vl-finetune's
+    `get_rope_index`): the int64 range times the float32 seconds, then times tokens_per_second, both products rounded
+    to float32. The seconds are refused in a narrower float (a bf16 `second_per_grid_ts` moves these positions by up
+    to 15 on 16-frame clips: docs/adapters.md)."""
+    index = torch.arange(patches)
+    if tokens_per_second is None:
+        return index
+    if seconds_per_patch is None:  # transformers 4: a video without its timing counts one second per patch
+        seconds_per_patch = torch.tensor(1.0)
+    if seconds_per_patch.dtype not in (torch.float32, torch.float64):
+        raise ValueError(f"second_per_grid_ts in {seconds_per_patch.dtype}: the positions of a video need its "
+                         "float32 timing (keep it out of the model's dtype)")
+    return (index * seconds_per_patch.detach().to("cpu", torch.float32) * tokens_per_second).long()
 
 
 def qwen_positions(model, inputs: dict) -> torch.Tensor:
     """Position ids (3, B, L) of a Qwen2-VL / Qwen2.5-VL model's encoded `inputs` (a batch, padded or not), by
-    Qwen's rule: what scoring uses (`prefix_positions`) and what the demo trains with."""
+    Qwen's rule (module docstring): what scoring uses (`prefix_positions`) and what the demo trains with.
+
+    In each row (its unmasked tokens), a text token is one past the largest position before it, on all three
+    axes; a vision block (its `*_grid_thw` taken in order over the rows) is at (temporal, row, column) of its merged
+    grid (`qwen_temporal_positions`) plus one past the largest position before it. Masked tokens get 0."""
+    config = model.config
+    input_ids = inputs["input_ids"]
     types = inputs.get("mm_token_type_ids")
     if types is None:
-        types = _mm_token_types(model, inputs["input_ids"])
-    extra = {k: inputs[k] for k in ("image_grid_thw", "video_grid_thw", "second_per_grid_ts", "attention_mask")
-             if inputs.get(k) is not None}
-    positions = rope_index(model, inputs["input_ids"], types, **extra)
-    return text_after_vision_at_qwens_start(positions, types)
+        types = _mm_token_types(model, input_ids)
+    merge = config.vision_config.spatial_merge_size
+    tokens_per_second = (config.vision_config.tokens_per_second if config.model_type == "qwen2_5_vl" else None)
+    grids = {kind: iter(inputs[key].tolist() if inputs.get(key) is not None else [])
+             for kind, key in ((1, "image_grid_thw"), (2, "video_grid_thw"))}
+    seconds = iter(inputs["second_per_grid_ts"]) if inputs.get("second_per_grid_ts") is not None else None
+    mask = inputs.get("attention_mask")
+    positions = torch.zeros(3, *input_ids.shape, dtype=torch.long)
+    for row, kinds in enumerate(types.tolist()):
+        keep = [True] * len(kinds) if mask is None else mask[row].bool().tolist()
+        kept = [kind for kind, k in zip(kinds, keep, strict=True) if k]
+        parts, start, i = [], 0, 0
+        while i < len(kept):
+            kind = kept[i]
+            if kind == 0:
+                n = next((j for j in range(i, len(kept)) if kept[j] != 0), len(kept)) - i
+                part = torch.arange(n).expand(3, n) + start
+            else:  # one image or video: its grid says how many tokens it has
+                t, h, w = next(grids[kind])
+                per_second = tokens_per_second if kind == 2 else None
+                temporal = qwen_temporal_positions(t, None if seconds is None or kind == 1 else next(seconds),
+                                                   per_second)
+                grid = torch.meshgrid(temporal, torch.arange(h // merge), torch.arange(w // merge), indexing="ij")
+                part = torch.stack(grid).reshape(3, -1) + start
+                n = part.shape[1]
+                if kept[i:i + n] != [kind] * n:
+                    raise ValueError(f"row {row}: a vision block of grid {(t, h, w)} needs {n} tokens of type {kind}")
+            parts.append(part)
+            start, i = int(part.max()) + 1, i + n
+        if parts:
+            positions[:, row, torch.tensor(keep)] = torch.cat(parts, dim=1)
+    return positions.to(input_ids.device)
 
 
 def prefix_positions(family: Family, model, inputs: dict) -> tuple[torch.Tensor, int]:

@@ -9,10 +9,10 @@ exactness, fidelity and positions tests under 5.17.0, 5.20.2 and 5.25.0 (`.ci/tr
   to go in 5.40). Told apart by the output class's fields, not by a version number, so a backport or a later
   release is read as it is.
 - Qwen2.5-VL's video positions: 5.17's `get_rope_index` spaces a video's temporal patches by
-  `tokens_per_second * int(second_per_grid_ts)`, the seconds per patch cut to whole seconds, so every patch of a
-  clip sampled at under a second per patch gets the same temporal position (16 frames of a 10 s clip: 1.25 s per
-  patch, spaced 2 instead of 2.5). 5.18 on take `(k * tokens_per_second * second_per_grid_ts).long()` for patch k,
-  the rule of Qwen's own training code; `rope_index` puts that rule back under 5.17.
+  `tokens_per_second * int(second_per_grid_ts)`, the seconds per patch cut to whole seconds (16 frames of a 10 s
+  clip: 1.25 s per patch, spaced 2 instead of 2.5); 5.18 on take the product unrounded. visdep never uses it:
+  `families.qwen_positions` computes Qwen's rule itself (tests/adapters/test_positions.py pins its values), so this
+  difference reaches no score.
 
 What the range was checked for and found the same: the processors' `videos=`, `video_metadata=` and
 `do_sample_frames=False`; `get_rope_index(input_ids, mm_token_type_ids=..., video_grid_thw=...,
@@ -24,8 +24,6 @@ from __future__ import annotations
 
 import dataclasses
 from functools import cache
-
-import torch
 
 
 @cache
@@ -45,43 +43,3 @@ def cache_argument(cache_object) -> dict:
 def cache_of(output):
     """The key/value cache a model's forward returned (`use_cache=True`)."""
     return getattr(output, cache_name())
-
-
-@cache
-def _truncates_seconds_per_grid() -> bool:
-    import transformers
-    from packaging.version import Version
-
-    return Version(transformers.__version__) < Version("5.18")
-
-
-def rope_index(model, input_ids: torch.Tensor, mm_token_type_ids: torch.Tensor, **extra) -> torch.Tensor:
-    """A Qwen2-VL / Qwen2.5-VL model's `get_rope_index` positions (3, B, L) of `input_ids` (token types text 0,
-    image 1, video 2; `extra`: the grids, `second_per_grid_ts`, `attention_mask`), with the temporal spacing of
-    5.18 on (module docstring) whatever the release."""
-    positions, _ = model.model.get_rope_index(input_ids, mm_token_type_ids=mm_token_type_ids, **extra)
-    seconds = extra.get("second_per_grid_ts")
-    if (model.config.model_type != "qwen2_5_vl" or seconds is None or extra.get("video_grid_thw") is None
-            or not _truncates_seconds_per_grid()):
-        return positions
-    grids = iter(extra["video_grid_thw"])
-    seconds = iter(torch.as_tensor(seconds))
-    merge = model.config.vision_config.spatial_merge_size
-    per_second = model.config.vision_config.tokens_per_second
-    mask = extra.get("attention_mask")
-    for row, kinds in enumerate(mm_token_type_ids):
-        where = torch.arange(kinds.shape[0], device=kinds.device)
-        if mask is not None:  # transformers reads the unpadded tokens only
-            where, kinds = where[mask[row].bool()], kinds[mask[row].bool()]
-        start = 0
-        while start < len(kinds):  # each run of video tokens is one video, as transformers groups them
-            if kinds[start] != 2:
-                start += 1
-                continue
-            t, h, w = (int(x) for x in next(grids))
-            per_patch = (h // merge) * (w // merge)
-            block = where[start:start + t * per_patch]
-            temporal = (torch.arange(t, device=positions.device) * (per_second * next(seconds))).long()
-            positions[0, row, block] = positions[0, row, block[0]] + temporal.repeat_interleave(per_patch)
-            start += t * per_patch
-    return positions

@@ -18,7 +18,9 @@ the Hugging Face adapters (vLLM's own `auto` would run a float32 checkpoint in h
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Sequence
+from pathlib import Path
 
 import torch
 import torch.distributed as dist
@@ -26,13 +28,14 @@ from accelerate import Accelerator
 from lmms_eval.api.model import lmms
 from loguru import logger
 
+from lmms_eval_tasks.errors import VisdepError
 from model_adapters import identity, settings
 from model_adapters.base import DTYPES, PROCESSOR_KEYWORDS, ScoringAdapter, batch_size_of
 from model_adapters.families import FAMILIES, family_of
 from model_adapters.frames import FrameSource
 from model_adapters.llm import present_text
 from model_adapters.pipeline import Batches, DistinctQuestion, Presented, Scores
-from model_adapters.vllm_engine import score_with_vllm
+from model_adapters.vllm_engine import PROCESSOR_ARGUMENTS, keep_timing_in_float32, score_with_vllm
 from model_adapters.vlm import present_video
 
 # vLLM engine arguments taken from --model_args, with the type each is read as. None of them changes what a model is
@@ -64,6 +67,45 @@ def checkpoint_dtype(config) -> str:
     if name not in DTYPES:
         raise ValueError(f"visdep_vllm: the checkpoint's dtype {name!r} is not one of {', '.join(DTYPES)}; give dtype")
     return name
+
+
+def _local_folder(pretrained: str, revision: str | None) -> Path | None:
+    """The folder holding a checkpoint's files here: `pretrained` itself, or its hub-cache snapshot (None when its
+    files are not here yet)."""
+    if Path(pretrained).is_dir():
+        return Path(pretrained)
+    config = identity._cached(pretrained, "config.json", revision, None)
+    return None if config is None else config.parent
+
+
+def weight_names(folder: Path) -> list[str]:
+    """The tensor names of a folder's safetensors files, read from their headers (no weight is read)."""
+    from safetensors import safe_open
+
+    names = []
+    for path in sorted(folder.glob("*.safetensors")):
+        with safe_open(str(path), framework="pt") as f:
+            names += list(f.keys())
+    return names
+
+
+# LLaVA-OneVision's vision tower as vLLM 0.32 reads it: `vision_tower.vision_model.*` (the hub's checkpoints, saved
+# before transformers 4.52) or `model.vision_tower.vision_model.*` (4.52 to 4.57), which its weights mapper maps there
+TRANSFORMERS_5_VISION_TOWER = re.compile(r"^(model\.)?vision_tower\.(?!vision_model\.)")
+
+
+def check_vllm_reads_the_weights(model_type: str, folder: Path | None) -> None:
+    """Refuse, in one line, a LLaVA-OneVision checkpoint whose vision tower is named as transformers 5 saves it
+    (`vision_tower.embeddings.*`, ...): vLLM 0.32 would stop on it with a traceback (docs/adapters.md says how to
+    rename the weights)."""
+    if model_type != "llava_onevision" or folder is None:
+        return
+    found = next((n for n in weight_names(folder) if TRANSFORMERS_5_VISION_TOWER.match(n)), None)
+    if found is not None:
+        raise VisdepError(f"visdep_vllm: {folder} names its vision tower's weights as transformers 5 saves them "
+                          f"({found}), which vLLM 0.32 does not read: rename vision_tower.* to "
+                          "vision_tower.vision_model.* (docs/adapters.md, LLaVA-OneVision), or score it with "
+                          "visdep_vlm")
 
 
 def engine_version() -> str:
@@ -132,6 +174,8 @@ class VisdepVLLM(ScoringAdapter):
         config = AutoConfig.from_pretrained(self.pretrained, **self.processor_kwargs)
         is_vlm = config.model_type in FAMILIES or hasattr(config, "vision_config")
         self.family = family_of(config, self.adapter_name) if is_vlm else None
+        check_vllm_reads_the_weights(config.model_type,
+                                     _local_folder(self.pretrained, self.model_kwargs.get("revision")))
         self.dtype = checkpoint_dtype(config) if dtype == "auto" else dtype
         if self.family is not None:
             self.processor = AutoProcessor.from_pretrained(self.pretrained, **self.processor_kwargs)
@@ -143,7 +187,11 @@ class VisdepVLLM(ScoringAdapter):
         os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
         from vllm import LLM
 
-        multimodal = {"limit_mm_per_prompt": {"video": 1, "image": 0}} if self.family is not None else {}
+        multimodal = {}
+        if self.family is not None:
+            keep_timing_in_float32()
+            multimodal = {"limit_mm_per_prompt": {"video": 1, "image": 0},
+                          "mm_processor_kwargs": dict(PROCESSOR_ARGUMENTS)}
         self._model = LLM(model=self.pretrained, tokenizer=self.pretrained, dtype=self.dtype, seed=0,
                           trust_remote_code=self.model_kwargs.get("trust_remote_code", False),
                           revision=self.model_kwargs.get("revision"), **multimodal, **self.engine_arguments)

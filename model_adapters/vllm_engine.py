@@ -39,6 +39,38 @@ def video_item(frames, metadata) -> tuple:
                     "video_backend": metadata.video_backend, "do_sample_frames": False}
 
 
+# The processors' arguments visdep_vlm passes to transformers' processor for every video: the frames given are the
+# frames shown. vLLM drops `do_sample_frames` from a video's metadata and would otherwise leave it to the checkpoint's
+# video processor config, which may set it true (and sample the frames again).
+PROCESSOR_ARGUMENTS = {"do_sample_frames": False}
+# Timing tensors of a processor's output: Qwen2.5-VL's temporal positions are computed from them (docs/adapters.md).
+TIMING_KEYS = ("second_per_grid_ts",)
+
+
+def keep_timing_in_float32() -> None:
+    """Make vLLM keep the processors' timing tensors (`TIMING_KEYS`) in the precision the processor gave them.
+
+    vLLM 0.32 casts every floating tensor a Hugging Face processor returns to the model's dtype
+    (`InputProcessingContext._postprocess_output`), `second_per_grid_ts` included, and computes Qwen2.5-VL's temporal
+    positions from it: in bf16 a 16-frame clip's move by up to 15, as they did in visdep_vlm before its fix. The
+    processor runs in the process that calls `LLM.generate`, so wrapping that method there is enough. Idempotent."""
+    from vllm.multimodal.processing.context import InputProcessingContext
+
+    original = InputProcessingContext._postprocess_output
+    if getattr(original, "keeps_timing", False):
+        return
+
+    def postprocess(self, output):
+        timing = {k: output[k] for k in TIMING_KEYS if isinstance(output, dict) and k in output}
+        result = original(self, output)
+        for key, value in timing.items():
+            result[key] = value.cpu() if hasattr(value, "cpu") else value
+        return result
+
+    postprocess.keeps_timing = True
+    InputProcessingContext._postprocess_output = postprocess
+
+
 def is_letter_question(question: Presented) -> bool:
     """True when every option is one token: one context-only request scores them all."""
     return all(len(option) == 1 for option in question.options)

@@ -59,8 +59,10 @@ def present_video(processor, questions: Sequence[DistinctQuestion], adapter_name
 
 
 def on_device(encoding, device, dtype) -> dict:
-    """A processor's output as model inputs: on `device`, floating tensors (pixels) in the model's dtype."""
-    return {k: v.to(device, dtype=dtype if v.is_floating_point() else None) for k, v in encoding.items()}
+    """A processor's output as model inputs: on `device`, the pixels (`pixel_values*`) in the model's dtype, every
+    other tensor in its own: ids and grids int64, Qwen2.5-VL's `second_per_grid_ts` float32, the timing its
+    temporal positions are computed from (in bf16 they would move by up to 15: docs/adapters.md)."""
+    return {k: v.to(device, dtype=dtype if k.startswith("pixel_values") else None) for k, v in encoding.items()}
 
 
 class VisdepVLM(ScoringAdapter):

@@ -42,7 +42,7 @@ def closure(names):
     return seen
 
 allowed = closure(MACHINE) | {norm(w) for w in WHEELS}
-tops = {"model_adapters", "lmms_eval_tasks", "visdep_metrics", "bench", "tests"}
+tops = {"model_adapters", "lmms_eval_tasks", "visdep_metrics", "bench", "bench_gpu", "tests"}
 tops |= {top for top, dists in md.packages_distributions().items() if any(norm(d) in allowed for d in dists)}
 hidden = set()
 
@@ -70,10 +70,24 @@ def machine_has() -> tuple[str, ...]:
     return tuple(re.findall(r'"([\w-]+)"', re.search(r"MACHINE_HAS = \(([^)]*)\)", source).group(1)))
 
 
-def run_guarded(args: list[str], wheels: list[str]) -> subprocess.CompletedProcess:
-    prelude = (f"import json, runpy, sys\nMACHINE = {list(machine_has())!r}\nWHEELS = {wheels!r}\n" + GUARD
-               + f"sys.argv = {[str(SCRIPT), *args]!r}\nrunpy.run_path({str(SCRIPT)!r}, run_name='__main__')\n")
+def run_guarded(args: list[str], wheels: list[str], script: Path = SCRIPT,
+                machine: tuple[str, ...] | None = None) -> subprocess.CompletedProcess:
+    machine = machine_has() if machine is None else machine
+    prelude = (f"import json, runpy, sys\nMACHINE = {list(machine)!r}\nWHEELS = {wheels!r}\n" + GUARD
+               + f"sys.argv = {[str(script), *args]!r}\nrunpy.run_path({str(script)!r}, run_name='__main__')\n")
     return subprocess.run([sys.executable, "-c", prelude], cwd=REPO, capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.slow
+def test_the_bf16_bound_runs_at_tiny_size_on_the_cpu_with_only_torch_and_transformers(tmp_path):
+    """bench/gpu/bf16_bound.py, the GPU check of docs/adapters.md's bf16 bound, needs nothing but torch and
+    transformers (and what they require)."""
+    done = run_guarded(["--out", str(tmp_path), "--size", "tiny", "--device", "cpu", "--prompts", "1"], [],
+                       SCRIPT.parent / "bf16_bound.py", ("torch", "transformers"))
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads((tmp_path / "bf16_bound.json").read_text())
+    assert report["letter"]["n"] == 4 and report["option"]["n"] == 4
+    assert 0 < report["letter"]["max_abs_difference"] < 1 and 0 < report["option"]["max_abs_difference"] < 5
 
 
 @pytest.mark.slow

@@ -75,7 +75,10 @@ def qwen_position_ids(config, inputs: dict) -> torch.Tensor | None:
     temporal patches, the patches' rows and columns // spatial_merge_size; interval = tokens_per_second * seconds per
     temporal patch for Qwen2.5-VL, 1 for Qwen2-VL), each axis offset by where the text before it ends; each text
     token is one past the largest position before it, on all three axes. None where positions are 0, 1, 2, ...: other
-    families, or no video."""
+    families, or no video. Qwen2.5-VL's temporal positions are rounded as transformers 4.51's `get_rope_index` and
+    qwen-vl-finetune's compute them, `(arange(t) * second_per_grid_t * tokens_per_second).long()` with a float32
+    `second_per_grid_t`: both products in float32, then truncated (numpy float32 here); `second_per_grid_ts` must be
+    float32 (the processor's output), never the model's dtype."""
     if config.model_type not in ("qwen2_vl", "qwen2_5_vl") or "video_grid_thw" not in inputs:
         return None
     ids = inputs["input_ids"][0].tolist()
@@ -86,9 +89,14 @@ def qwen_position_ids(config, inputs: dict) -> torch.Tensor | None:
         start = largest + 1
         if ids[i] == config.video_token_id:
             t, h, w = (int(x) for x in inputs["video_grid_thw"][v])
-            interval = (config.vision_config.tokens_per_second * float(inputs["second_per_grid_ts"][v])
-                        if config.model_type == "qwen2_5_vl" else 1.0)
-            block = [(start + int(k * interval), start + row, start + column)
+            if config.model_type == "qwen2_5_vl":
+                seconds = inputs["second_per_grid_ts"][v]
+                assert seconds.dtype == torch.float32, f"second_per_grid_ts in {seconds.dtype}"
+                per_second = np.float32(config.vision_config.tokens_per_second)
+                temporal = [int(np.float32(k) * np.float32(seconds.item()) * per_second) for k in range(t)]
+            else:
+                temporal = list(range(t))
+            block = [(start + temporal[k], start + row, start + column)
                      for k in range(t) for row in range(h // merge) for column in range(w // merge)]
             columns += block
             largest = max(largest, *(max(c) for c in block))
@@ -129,7 +137,7 @@ def vlm_option_logprobs(model, processor, question: str, options: Sequence[str],
 
     def encode(t: str) -> dict:
         enc = processor(text=[t], return_tensors="pt", **video_kwargs)
-        return {k: v.to(model.dtype) if v.is_floating_point() else v for k, v in enc.items()}
+        return {k: v.to(model.dtype) if k.startswith("pixel_values") else v for k, v in enc.items()}
 
     scored = [_scored(text, c) for c in choices]
     return [_option_logprob(model, encode, text, s) for s in scored], scored, encode(text)

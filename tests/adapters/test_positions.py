@@ -7,7 +7,7 @@ positions per temporal patch (tokens_per_second 2 × 25 s per patch): vision tem
 with 1.25 s per patch (16 frames of a 10 s clip), 2.5 positions per patch, cut down: 0, 2, 5, text 6 .. 10.
 transformers 5.24's `get_rope_index` starts that text at 2 in both (the merged grid's larger side), which these
 tests refuse: the adapters' `prefix_positions` and the test reference `qwen_position_ids` are both checked. So is
-5.17's spacing of 2 per patch at 1.25 s (it cut the seconds to whole ones: `model_adapters.transformers_api`).
+5.17's spacing of 2 per patch at 1.25 s (its `get_rope_index` cut the seconds to whole ones, which visdep never calls).
 """
 
 from __future__ import annotations
@@ -94,3 +94,48 @@ def test_transformers_own_rule_differs_there(models):
     first_text_after = TEXT_BEFORE + 12
     assert positions[0, 0, first_text_after].item() == TEXT_BEFORE + 2  # the merged grid's larger side
     assert expected("qwen2_vl", TEXT_BEFORE)[0][first_text_after] == TEXT_BEFORE + 3
+
+
+@pytest.mark.parametrize("kind", ["qwen2_vl", "qwen2_5_vl"])
+def test_batched_padded_positions_are_each_rows_own(models, kind):
+    """What the demo trains with: `qwen_positions` of a padded batch (rows of text and 0-2 videos of random grids and
+    timings, padded right or left) gives each row's unmasked tokens the reference's positions of that row alone;
+    masked tokens 0."""
+    import random
+
+    from model_adapters.families import qwen_positions
+
+    model, rng = models[kind], random.Random(0)
+    video, text = model.config.video_token_id, 20
+    for _ in range(60):
+        rows, grids, seconds = [], [], []
+        for _ in range(rng.randint(1, 3)):
+            ids, row_grids, row_seconds = [text] * rng.randint(1, 4), [], []
+            for _ in range(rng.randint(0, 2)):
+                grid = [rng.randint(1, 9), 2 * rng.randint(1, 3), 2 * rng.randint(1, 3)]
+                row_grids.append(grid)
+                row_seconds.append(rng.uniform(0.05, 150))
+                ids += [video] * (grid[0] * grid[1] * grid[2] // 4) + [text] * rng.randint(1, 4)
+            rows.append((ids, row_grids, row_seconds))
+            grids += row_grids
+            seconds += row_seconds
+        width, left = max(len(r[0]) for r in rows), rng.random() < 0.5
+        pad = [[0] * (width - len(r[0])) for r in rows]
+        ids = torch.tensor([p + r[0] if left else r[0] + p for r, p in zip(rows, pad, strict=True)])
+        mask = torch.tensor([[0] * len(p) + [1] * len(r[0]) if left else [1] * len(r[0]) + [0] * len(p)
+                             for r, p in zip(rows, pad, strict=True)])
+        inputs = {"input_ids": ids, "attention_mask": mask, "mm_token_type_ids": (ids == video).long() * 2}
+        if grids:
+            inputs["video_grid_thw"] = torch.tensor(grids)
+            if kind == "qwen2_5_vl":
+                inputs["second_per_grid_ts"] = torch.tensor(seconds)
+        got = qwen_positions(model, inputs)
+        assert (got[:, mask == 0] == 0).all()
+        for b, (row, row_grids, row_seconds) in enumerate(rows):
+            alone = {"input_ids": torch.tensor([row])}
+            if row_grids:
+                alone |= {"video_grid_thw": torch.tensor(row_grids), "second_per_grid_ts": torch.tensor(row_seconds)}
+                expected = qwen_position_ids(model.config, alone)[:, 0]
+            else:
+                expected = torch.arange(len(row)).expand(3, -1)
+            assert got[:, b, mask[b] == 1].tolist() == expected.tolist()

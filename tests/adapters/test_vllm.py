@@ -134,16 +134,37 @@ def test_the_vllm_environment_runs_the_main_environments_libraries():
     assert tuple(int(x) for x in theirs["filelock"].split(".")[:2]) < (4, 3)
 
 
-def with_hub_weight_names(folder: Path) -> Path:
-    """A LLaVA-OneVision checkpoint with its vision tower's weights named as on the hub (`vision_tower.vision_model.*`,
-    saved before transformers 5, which writes `vision_tower.*`): the names vLLM 0.32 reads; transformers reads both."""
+def with_hub_weight_names(folder: Path, prefix: str = "") -> Path:
+    """A LLaVA-OneVision checkpoint with its vision tower's weights named as on the hub: `vision_tower.vision_model.*`
+    (saved before transformers 4.52) or, with prefix="model.", `model.vision_tower.vision_model.*` (4.52 to 4.57);
+    transformers 5 writes `vision_tower.*`. vLLM 0.32 reads both hub forms; transformers reads all three. The rename
+    docs/adapters.md gives for a checkpoint saved by transformers 5."""
     from safetensors.torch import load_file, save_file
 
     path = folder / "model.safetensors"
-    tensors = {("vision_tower.vision_model." + k.removeprefix("vision_tower.") if k.startswith("vision_tower.") else k):
-               v for k, v in load_file(path).items()}
+    tensors = {(f"{prefix}vision_tower.vision_model." + k.removeprefix("vision_tower.")
+                if k.startswith("vision_tower.") else k): v for k, v in load_file(path).items()}
     save_file(tensors, path, metadata={"format": "pt"})
     return folder
+
+
+def test_a_llava_onevision_checkpoint_saved_by_transformers_5_is_refused_in_one_line(tiny_models, tmp_path):
+    """vLLM 0.32 cannot read its vision tower's names: visdep_vllm says so, and how to rename them, before vLLM is
+    imported; the hub's two forms pass the check (they load: test_internvl_and_llava_onevision_video_equal...)."""
+    import shutil
+
+    from lmms_eval_tasks.errors import VisdepError
+    from model_adapters.vllm_adapter import VisdepVLLM, check_vllm_reads_the_weights
+
+    with pytest.raises(VisdepError, match=r"names its vision tower's weights as transformers 5 saves them "
+                                          r"\(vision_tower\.[a-z_.0-9]+\).*rename vision_tower\.\* to "
+                                          r"vision_tower\.vision_model\.\*") as refused:
+        VisdepVLLM(pretrained=str(tiny_models["llava_onevision"]))
+    assert "\n" not in str(refused.value)  # (vLLM is not installed here: the refusal came before any import of it)
+    for prefix in ("", "model."):
+        hub = with_hub_weight_names(Path(shutil.copytree(tiny_models["llava_onevision"], tmp_path / f"hub{prefix}")),
+                                    prefix)
+        check_vllm_reads_the_weights("llava_onevision", hub)
 
 
 @pytest.fixture(scope="module")
@@ -158,6 +179,8 @@ def runs(fixture_env, tmp_path_factory):
     qwen2_vl = build_tiny("qwen2_vl", root / "qwen2_vl", size="vllm")
     internvl = build_tiny("internvl", root / "internvl", size="vllm")
     llava = with_hub_weight_names(build_tiny("llava_onevision", root / "llava", size="vllm"))
+    llava_later_hub = with_hub_weight_names(build_tiny("llava_onevision", root / "llava_later_hub", size="vllm"),
+                                            prefix="model.")
     store = root / "store"
     env = lmms_eval_env(fixture_env, OMP_NUM_THREADS="1", VLLM_ENABLE_V1_MULTIPROCESSING="0",
                         VLLM_CPU_KVCACHE_SPACE="1")
@@ -176,6 +199,9 @@ def runs(fixture_env, tmp_path_factory):
         "vllm_internvl": (python, "visdep_vllm", internvl, vllm_args, "vru_accident_video", {}, []),
         "hf_llava": (None, "visdep_vlm", llava, hf_args, "vru_accident_video", {}, []),
         "vllm_llava": (python, "visdep_vllm", llava, vllm_args, "vru_accident_video", {}, []),
+        "vllm_llava_later_hub": (python, "visdep_vllm", llava_later_hub, vllm_args, "vru_accident_video", {}, []),
+        "hf_bf16": (None, "visdep_vlm", qwen_vl, "device=cpu,dtype=bfloat16", VLM_TASKS, {}, []),
+        "vllm_bf16": (python, "visdep_vllm", qwen_vl, vllm_args.replace("float32", "bfloat16"), VLM_TASKS, {}, []),
     }
     outs = {name: root / "runs" / name for name in plan}
 
@@ -197,7 +223,8 @@ def runs(fixture_env, tmp_path_factory):
     with ThreadPoolExecutor(max_workers=2) as pool:
         others = pool.submit(lambda: [run(n) for n in ("hf_llm", "vllm_llm", "hf_option", "vllm_option", "hf_qwen2_vl",
                                                        "vllm_qwen2_vl", "hf_internvl", "vllm_internvl", "hf_llava",
-                                                       "vllm_llava")])
+                                                       "vllm_llava", "vllm_llava_later_hub", "hf_bf16",
+                                                       "vllm_bf16")])
         for name in ("hf_letter", "vllm_letter", "vllm_resumed"):
             run(name)
         found = probe()
@@ -259,9 +286,30 @@ def test_qwen2_vl_places_the_text_after_a_long_video_as_vllm_does(runs, fixture_
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("family", ["internvl", "llava"])
+@pytest.mark.parametrize("family", ["internvl", "llava", "llava_later_hub"])
 def test_internvl_and_llava_onevision_video_equal_visdep_vlm(runs, family):
-    assert_same_answers(runs["outs"][f"hf_{family}"], runs["outs"][f"vllm_{family}"], "vru_accident_video")
+    """LLaVA-OneVision in both of the hub's forms (`with_hub_weight_names`), against visdep_vlm on the same weights."""
+    hf = "hf_llava" if family.startswith("llava") else f"hf_{family}"
+    assert_same_answers(runs["outs"][hf], runs["outs"][f"vllm_{family}"], "vru_accident_video")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("task", VLM_TASKS.split(","))
+def test_qwen25_vl_in_bf16_ranks_as_visdep_vlm_in_bf16(runs, task):
+    """Both engines in bf16 on the CLI: each option's value within twice test_dtype's bf16 bound of the other's (each
+    within it of float32), and the same ranking of the options where float32 rounding would not reorder them."""
+    from tests.adapters.test_dtype import BF16_BOUND
+
+    hf, vl = (samples_by_question(runs["outs"][name], task) for name in ("hf_bf16", "vllm_bf16"))
+    assert hf.keys() == vl.keys()
+    largest = 0.0
+    for qid, row in hf.items():
+        a, b = np.array(row["visdep"]["option_logprobs"]), np.array(vl[qid]["visdep"]["option_logprobs"])
+        largest = max(largest, float(np.abs(a - b).max()))
+        lead = np.sort(a)[-1] - np.sort(a)[-2]
+        assert lead <= 4 * BF16_BOUND["letter"] or np.argmax(a) == np.argmax(b), (qid, a, b)
+    print(f"\n{task}, bf16: visdep_vlm against visdep_vllm, |Δ| at most {largest:.4f}")
+    assert largest <= 2 * BF16_BOUND["letter"]
 
 
 @pytest.mark.slow
@@ -290,3 +338,128 @@ def test_a_wrong_frame_timing_moves_vllms_values_past_the_tolerance(runs):
     assert probe["fps"] != 24.0
     right, wrong = (np.array([[loss for loss, _ in q] for q in probe[k]]) for k in ("right", "timed_24"))
     assert np.abs(right - wrong).max() > 100 * TOLERANCE
+
+
+# --------------------------------------------------------------------------- the checkpoints' own dtype, in vLLM
+FRAMES = 16
+RATES = (24000 / 1001, 24.0, 25.0, 30000 / 1001, 30.0, 50.0, 60000 / 1001, 60.0)
+LONG_CLIP = (16675, 25.0)  # 667 s at 25 fps: the synthetic clips' 8 frames, 166.75 s per temporal patch (167 in bf16)
+VLLM_ROUNDING_DIFFERS = 33  # of SIMULATED clips: docs/adapters.md
+
+
+def simulated_clips(n: int = 3000, seed: int = 0) -> list[tuple[int, float]]:
+    """16-frame clips of real videos: (frames in the file, frames per second), durations log-uniform from 5 s to
+    20 minutes, at the usual frame rates."""
+    rng = np.random.default_rng(seed)
+    clips = []
+    for _ in range(n):
+        seconds, fps = float(np.exp(rng.uniform(np.log(5), np.log(1200)))), RATES[rng.integers(len(RATES))]
+        clips.append((max(FRAMES, round(seconds * fps)), fps))
+    return clips
+
+
+def seconds_per_patch(total: int, fps: float) -> float:
+    """Qwen2.5-VL's `second_per_grid_ts` of 16 frames of the clip, as its processor computes it and returns it
+    (temporal_patch_size 2 over the sampled frame rate, a float32 tensor)."""
+    return float(np.float32(2 / (FRAMES / total * fps)))
+
+
+@pytest.fixture(scope="module")
+def dtype_probes(fixture_env, tmp_path_factory):
+    """vLLM's own temporal positions for the simulated clips; the engine probe (`tests/helpers/vllm_positions.py`) on
+    tiny Qwen2.5-VL in bf16 with the long clip's timing, and in float32 on it and on a copy whose video processor
+    config asks to sample frames again."""
+    from visdep_metrics.demo.tiny import build_tiny
+
+    python = vllm_python()
+    root = tmp_path_factory.mktemp("vllm_dtype")
+    qwen_vl = build_tiny("qwen2_5_vl", root / "qwen_vl", size="vllm")
+    sampling = build_tiny("qwen2_5_vl", root / "sampling", size="vllm")
+    processor_config = json.loads((sampling / "processor_config.json").read_text())
+    processor_config["video_processor"]["do_sample_frames"] = True
+    (sampling / "processor_config.json").write_text(json.dumps(processor_config, indent=2))
+    env = lmms_eval_env(fixture_env, OMP_NUM_THREADS="1", VLLM_ENABLE_V1_MULTIPROCESSING="0",
+                        VLLM_CPU_KVCACHE_SPACE="1")
+    video = str(sorted(Path(fixture_env["VRU_ACCIDENT_ROOT"]).rglob("*.mp4"))[0])
+    clips = [[8, seconds_per_patch(*c)] for c in simulated_clips()]
+
+    def probe(*arguments: str) -> dict:
+        proc = subprocess.run([python, "-m", "tests.helpers.vllm_positions", *arguments], cwd=REPO, env=env,
+                              capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        return json.loads(proc.stdout.strip().splitlines()[-1])
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        jobs = {"rule": pool.submit(probe, "rule", json.dumps(clips)),
+                "bf16": pool.submit(probe, "engine", str(qwen_vl), video, "bfloat16", *map(str, LONG_CLIP)),
+                "plain": pool.submit(probe, "engine", str(qwen_vl), video, "float32"),
+                "sampling": pool.submit(probe, "engine", str(sampling), video, "float32")}
+        found = {name: job.result() for name, job in jobs.items()}
+    return {**found, "clips": clips, "qwen_vl": qwen_vl, "video": video}
+
+
+@pytest.mark.slow
+def test_vllm_rounds_qwen25_temporal_positions_in_float64(dtype_probes):
+    """vLLM 0.32 multiplies the seconds per patch (float32, as the processor gives them) by tokens_per_second and the
+    patch index in float64, where transformers 4 and Qwen's training code (visdep's rule) round both products to
+    float32: one position apart on VLLM_ROUNDING_DIFFERS of the 3,000 simulated clips (docs/adapters.md). If vLLM
+    rounds as transformers 4 one day, this fails: update the docs."""
+    import torch
+
+    from model_adapters.families import qwen_temporal_positions
+
+    differ = 0
+    for (patches, seconds), theirs in zip(dtype_probes["clips"], dtype_probes["rule"]["temporal"], strict=True):
+        float64 = [int(k * (seconds * 2)) for k in range(patches)]
+        ours = qwen_temporal_positions(patches, torch.tensor(seconds, dtype=torch.float32), 2).tolist()
+        assert theirs == float64, (patches, seconds)
+        assert max(abs(a - b) for a, b in zip(ours, theirs, strict=True)) <= 1
+        differ += ours != theirs
+    print(f"\nvLLM's float64 temporal positions differ from the float32 rule on {differ} of "
+          f"{len(dtype_probes['clips'])} simulated 16-frame clips")
+    assert differ == VLLM_ROUNDING_DIFFERS
+
+
+@pytest.mark.slow
+def test_bf16_vllm_positions_and_ranking_equal_visdep_vlm(dtype_probes):
+    """Tiny Qwen2.5-VL in bf16, the frames timed as 8 of a 667 s clip (166.75 s per temporal patch, 167 in bf16):
+    vLLM computes the positions visdep_vlm gives the model (its timing kept in float32, `keep_timing_in_float32`;
+    166.75 is dyadic, so float32 and float64 round alike), and visdep_vlm in bf16 ranks the options as vLLM in bf16
+    does, each value within twice the bf16 bound of test_dtype (each engine within it of float32)."""
+    from types import SimpleNamespace
+
+    import torch
+
+    from model_adapters.families import qwen_positions
+    from model_adapters.pipeline import Batches, DistinctQuestion
+    from tests.adapters.test_dtype import BF16_BOUND
+    from tests.helpers.adapters import make_adapter
+    from tests.helpers.vllm_positions import timed_as
+    from tests.helpers.vllm_probe import QUESTIONS
+
+    found = dtype_probes["bf16"]
+    prompt = {k: torch.tensor(v) for k, v in found["prompt"].items()}
+    assert prompt["second_per_grid_ts"].tolist() == [166.75]
+    adapter = make_adapter("qwen2_5_vl", dtype_probes["qwen_vl"], dtype="bfloat16")
+    ours = qwen_positions(SimpleNamespace(config=adapter.model.config), prompt)[:, 0].tolist()
+    requests = [r for r in found["requests"] if r["tokens"] == found["prompt"]["input_ids"][0]]
+    assert requests, "vLLM computed no positions for the probe's prompt"
+    assert all(r["positions"] == ours for r in requests)
+
+    adapter.frames = timed_as(adapter.frames, *LONG_CLIP)
+    questions = [DistinctQuestion("probe", i, text, [dtype_probes["video"]], f"probe {i}", ("A", "B", "C", "D"))
+                 for i, text in enumerate(QUESTIONS)]
+    hf = np.array([[-loss for loss, _ in q] for q in adapter.score(adapter.present(questions), Batches())])
+    vllm = np.array([[-loss for loss, _ in q] for q in found["scores"]])
+    print(f"\nbf16, visdep_vlm against visdep_vllm: |Δ| at most {np.abs(hf - vllm).max():.4f}")
+    assert np.abs(hf - vllm).max() <= 2 * BF16_BOUND["letter"]
+    assert [list(np.argsort(-q)) for q in hf] == [list(np.argsort(-q)) for q in vllm]
+
+
+@pytest.mark.slow
+def test_a_checkpoint_asking_to_sample_frames_again_gets_the_frames_given(dtype_probes):
+    """The same weights, one copy's video processor config saying `do_sample_frames: true`: vLLM is told not to
+    (`vllm_engine.PROCESSOR_ARGUMENTS`), so both are shown the same frames and score alike."""
+    plain, sampling = dtype_probes["plain"], dtype_probes["sampling"]
+    assert [r["tokens"] for r in plain["requests"]] == [r["tokens"] for r in sampling["requests"]]
+    assert plain["scores"] == sampling["scores"]
