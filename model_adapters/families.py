@@ -34,7 +34,6 @@ from dataclasses import dataclass
 import torch
 
 
-
 @dataclass(frozen=True)
 class Family:
     model_type: str
