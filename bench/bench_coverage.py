@@ -219,24 +219,37 @@ def impossible_tails(design: dict[str, np.ndarray], members: np.ndarray, counts:
     return found
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def parse(parser: argparse.ArgumentParser, simulations: int) -> tuple[argparse.Namespace, dict | None]:
+    """The arguments this bench and bench_validation.py share added to `parser`, parsed, and the question lists read
+    (None, after a one-line message, where --benchmarks holds none)."""
     parser.add_argument("--benchmarks", type=Path, default=REPO.parent / "shared" / "benchmarks",
                         help="folder with vru_accident/ and mm_au/ (default ../shared/benchmarks)")
-    parser.add_argument("--simulations", type=int, default=4000,
-                        help="simulated benchmarks per cell (default 4000)")
+    parser.add_argument("--simulations", type=int, default=simulations,
+                        help=f"simulated benchmarks per cell (default {simulations})")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--accuracies", type=float, nargs="+", default=list(ACCURACIES))
     parser.add_argument("--groups", nargs="+", default=None,
                         help="keep the groups whose name contains one of these words (default all)")
     parser.add_argument("--lists", nargs="+", default=["vru_accident", "mmau"], choices=["vru_accident", "mmau"])
     args = parser.parse_args()
     if not (args.benchmarks / "vru_accident").is_dir() or not (args.benchmarks / "mm_au").is_dir():
         print(f"--benchmarks {args.benchmarks}: no vru_accident/ and mm_au/ there", file=sys.stderr)
+        return args, None
+    folders = {"vru_accident": "vru_accident", "mmau": "mm_au"}
+    return args, {name: question_list(args.benchmarks, name, folders[name]) for name in args.lists}
+
+
+def kept(groups: dict[str, np.ndarray], words: list[str] | None) -> dict[str, np.ndarray]:
+    """The groups whose name contains one of the words (--groups), all where none is given."""
+    return {group: keep for group, keep in groups.items() if not words or any(w in group for w in words)}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--accuracies", type=float, nargs="+", default=list(ACCURACIES))
+    args, lists = parse(parser, 4000)
+    if lists is None:
         return 2
     rng = np.random.default_rng(args.seed)
-    folders = {"vru_accident": "vru_accident", "mmau": "mm_au"}
-    lists = {name: question_list(args.benchmarks, name, folders[name]) for name in args.lists}
     s = args.simulations
     print(f"{s} simulated benchmarks per cell; Monte Carlo SE of a 95% coverage (and of a 5% error rate) "
           f"{100 * np.sqrt(0.95 * 0.05 / s):.2f} points")
@@ -246,9 +259,7 @@ def main() -> int:
     meeting = {"coverage": [0, 0], "Δ": [0, 0]}
     sides = []
     for name, design in lists.items():
-        groups = groups_of(name, design, rng)
-        if args.groups:
-            groups = {group: keep for group, keep in groups.items() if any(w in group for w in args.groups)}
+        groups = kept(groups_of(name, design, rng), args.groups)
         if not groups:
             continue
         for accuracy in args.accuracies:

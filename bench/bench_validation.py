@@ -36,18 +36,16 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 import scipy.integrate
 import scipy.optimize
 import scipy.special
 import scipy.stats
-from bench_coverage import BLIND, CONTRASTS, PROPORTION, QUANTITIES, ROBUST, cell_text, impossible_tails, question_list
+from bench_coverage import BLIND, CONTRASTS, PROPORTION, QUANTITIES, ROBUST, cell_text, impossible_tails, kept, parse
 
 from visdep_metrics.stats import crossed_intervals
 
-REPO = Path(__file__).resolve().parents[1]
 # setting -> model A's blind and video accuracy, model B's blind and video accuracy
 SETTINGS = {
     "null at 0.92, models unalike": (0.92, 0.92, 0.92, 0.92),
@@ -105,8 +103,10 @@ def latent_parts(design: dict[str, np.ndarray], rng: np.random.Generator) -> dic
 
 
 def thresholds(design: dict[str, np.ndarray], parts: dict[str, np.ndarray], targets: tuple[float, ...]) -> np.ndarray:
-    """(4, n): each question's threshold for blind A, blind B, video A, video B, its marginal accuracy the target."""
+    """(4, n): each question's threshold for blind A, blind B, video A, video B, its marginal accuracy the target
+    (targets: a setting's, A's blind and video, then B's)."""
     scale, slope = parts["scale"][design["prompt"]], parts["slope"][design["video"]]
+    targets = rows_of(targets)
     cuts = np.zeros((4, len(scale)))
     for m, (beta, w, heavy_w, e) in enumerate(BLIND_MODEL):
         for s in np.unique(scale):
@@ -124,6 +124,12 @@ def thresholds(design: dict[str, np.ndarray], parts: dict[str, np.ndarray], targ
                     cuts[2 + m, where] = threshold(targets[2 + m], gamma,
                                                    np.sqrt((delta * k * s * 0.6) ** 2 + b**2 + e**2))
     return cuts
+
+
+def rows_of(targets: tuple[float, ...]) -> tuple[float, ...]:
+    """A setting's accuracies (A blind, A video, B blind, B video) in the order of the answer rows (blind A, blind B,
+    video A, video B)."""
+    return targets[0], targets[2], targets[1], targets[3]
 
 
 def two_t_threshold(target: float, first: float, second: float, sigma: float) -> float:
@@ -207,29 +213,23 @@ def check_truths(design: dict[str, np.ndarray], parts: dict[str, np.ndarray], dr
     for setting, targets in SETTINGS.items():
         cuts = thresholds(design, parts, targets)
         mean = np.mean([simulate(alone, parts_alone, cuts, rng).mean(axis=1) for _ in range(draws)], axis=0)
-        se = np.sqrt(np.array(targets) * (1 - np.array(targets)) / (draws * n))
-        lines.append(f"{setting}: drawn accuracies {np.round(mean, 4).tolist()} against {list(targets)}, "
-                     f"z = {np.round((mean - targets) / se, 1).tolist()}")
+        rows = np.array(rows_of(targets))
+        se = np.sqrt(rows * (1 - rows) / (draws * n))
+        lines.append(f"{setting}: drawn accuracies (blind A, blind B, video A, video B) {np.round(mean, 4).tolist()} "
+                     f"against {rows.tolist()}, z = {np.round((mean - rows) / se, 1).tolist()}")
     return lines
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--benchmarks", type=Path, default=REPO.parent / "shared" / "benchmarks")
-    parser.add_argument("--simulations", type=int, default=2000)
-    parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--settings", nargs="+", default=None,
                         help="keep the settings whose name contains one of these words (default all)")
-    parser.add_argument("--groups", nargs="+", default=None)
-    parser.add_argument("--lists", nargs="+", default=["vru_accident", "mmau"], choices=["vru_accident", "mmau"])
     parser.add_argument("--check", type=int, default=0, metavar="DRAWS",
                         help="only check the thresholds: DRAWS independent answers per question and setting")
-    args = parser.parse_args()
-    if not (args.benchmarks / "vru_accident").is_dir() or not (args.benchmarks / "mm_au").is_dir():
-        print(f"--benchmarks {args.benchmarks}: no vru_accident/ and mm_au/ there", file=sys.stderr)
+    args, lists = parse(parser, 2000)
+    if lists is None:
         return 2
     rng = np.random.default_rng(args.seed)
-    folders = {"vru_accident": "vru_accident", "mmau": "mm_au"}
     s = args.simulations
     settings = {k: v for k, v in SETTINGS.items() if not args.settings or any(w in k for w in args.settings)}
     print(f"{s} simulated benchmarks per cell; Monte Carlo SE of a 2.5% tail {100 * np.sqrt(0.025 * 0.975 / s):.2f} "
@@ -237,11 +237,8 @@ def main() -> int:
           f"raise both)")
     table = ["| group | n | setting | " + " | ".join(QUANTITIES) + " |", "|" + "---|" * (len(QUANTITIES) + 3)]
     within, cells, started = 0, 0, time.perf_counter()
-    for name in args.lists:
-        design = question_list(args.benchmarks, name, folders[name])
-        groups = groups_of(name, design, rng)
-        if args.groups:
-            groups = {g: keep for g, keep in groups.items() if any(w in g for w in args.groups)}
+    for name, design in lists.items():
+        groups = kept(groups_of(name, design, rng), args.groups)
         if not groups:
             continue
         parts = latent_parts(design, rng)
