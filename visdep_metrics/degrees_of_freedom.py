@@ -10,8 +10,9 @@ those of the variance each interval actually uses (docs/statistics.md says why a
   Satterthwaite's (Σ v_g)² / Σ v_g² − 1 with v_g = Var(S_g) under the exchangeable working model whose design effect
   is the one used (Bell & McCaffrey 2002, with Imbens & Kolesár 2016's working model): v_g ∝ n_g (1 + ρ (n_g − 1)).
   G − 1 over G clusters of equal size, whatever ρ; Kish's N / ν − 1 where ρ = 0; over four prompts holding most of a
-  group, about 3. Each dimension whose units are shared (some unit holds two or more questions) bounds the df where
-  the sandwich is the variance used, and the videos' bound holds for every output of video answers.
+  group, about 3. The videos bound the df wherever a video holds two or more questions, for video answers and where
+  the sandwich is the variance used; the prompts where they are shared (ν ≥ `stats.SHARED_NU`: over prompts nearly
+  all their own, ν near 1, any excess of the deff would pass for a ρ of 1) and the sandwich is the variance used.
 """
 
 from __future__ import annotations
@@ -50,14 +51,15 @@ def anova_degrees(n: int, deff: np.ndarray, factors: list[tuple[np.ndarray, floa
 
 
 def sandwich_degrees(df: np.ndarray, deff: np.ndarray, uses_sandwich: np.ndarray, is_robust: np.ndarray,
-                     dimensions: list[tuple[np.ndarray, np.ndarray, float]]) -> np.ndarray:
-    """df (rows,) bounded by the effective clusters of each shared dimension, where the sandwich is the variance used
-    (uses_sandwich) and, for the videos (the first dimension), wherever the answers are video answers (is_robust).
-    dimensions: (unit sizes, ρ̂, ν) of the videos, then the prompts where known. The working model's ρ for a
-    dimension is at least the share it would need to give the deff used on its own, (deff − 1) / (ν − 1)."""
-    for d, (sizes, rho, nu) in enumerate(dimensions):
-        bounded = uses_sandwich | (is_robust if d == 0 else False)
-        if sizes.max(initial=0) < 2 or not bounded.any():
+                     dimensions: list[tuple[np.ndarray, np.ndarray, float, bool]]) -> np.ndarray:
+    """df (rows,) bounded by the effective clusters of each dimension that counts as shared, where the sandwich is
+    the variance used (uses_sandwich), and for the videos (the first dimension) also wherever the answers are video
+    answers (is_robust). dimensions: (unit sizes, ρ̂, ν, shared) of the videos, then the prompts where known. The
+    working model's ρ for a dimension is at least the share it would need to give the deff used on its own,
+    (deff − 1) / (ν − 1)."""
+    for d, (sizes, rho, nu, shared) in enumerate(dimensions):
+        bounded = (uses_sandwich | is_robust) if d == 0 else uses_sandwich
+        if not shared or not bounded.any():
             continue
         working = np.maximum(np.nan_to_num(rho), (deff - 1.0) / max(nu - 1.0, 1e-12))
         clusters = effective_clusters(sizes, working)

@@ -28,9 +28,10 @@ proportion), where what both share cancels, gets that cluster-robust variance al
 answers' one. Degrees of freedom (`visdep_metrics.degrees_of_freedom`): those of the variance used. The ANOVA
 design effect's are Satterthwaite's over its independent, video and prompt parts (a blind accuracy's, those of its
 estimated deff); a sandwich's are those of its clusters' sums, Satterthwaite's effective number of clusters under the
-exchangeable working model whose deff is the one used (Bell & McCaffrey 2002; Imbens & Kolesár 2016) less one, over
-each dimension whose units are shared: G − 1 over G videos of equal size, about 3 where four prompts hold most of a
-group. Video answers' df are bounded by the videos' so counted wherever a video holds two or more questions.
+exchangeable working model whose deff is the one used (Bell & McCaffrey 2002; Imbens & Kolesár 2016) less one: G − 1
+over G videos of equal size, about 3 where four prompts hold most of a group. The videos bound the df wherever a video
+holds two or more questions (video answers always, others where the sandwich is used), the prompts where they are
+shared (SHARED_NU) and the sandwich is used.
 
 Intervals. A proportion (an accuracy, or a mean of accuracies) gets the Wilson score interval on N / deff independent
 answers, scaled by (z / t_df)² (Wilson 1927; Korn & Graubard 1998, Dean & Pagano 2015 for clustered surveys): never of
@@ -217,10 +218,11 @@ def _design_effects(y: np.ndarray, video: np.ndarray, prompt: np.ndarray | None,
         uses_sandwich = varies & ((is_robust & is_proportion & (sandwich > deff)) | (difference & (sandwich > 1.0)))
         deff = np.where(uses_sandwich, sandwich, np.where(difference & varies, 1.0, deff))
     # the df of the variance used: a sandwich's are those of its clusters' sums, the videos' for video answers too
-    dimensions = [(np.bincount(video).astype(np.float64), rho_v, nu_v)]
+    sizes = np.bincount(video).astype(np.float64)
+    dimensions = [(sizes, rho_v, nu_v, sizes.max() >= 2)]
     if prompt is not None:
         dimensions.append((np.bincount(np.unique(prompt, return_inverse=True)[1].ravel()).astype(np.float64),
-                           rho_p, nu_p))
+                           rho_p, nu_p, nu_p >= SHARED_NU))
     df = sandwich_degrees(df, deff, uses_sandwich, is_robust, dimensions)
     bound = max(nu_v, nu_p)  # nothing varies: the design's bound, on as many effective units
     return np.where(varies, deff, bound), np.where(varies, df, max(n / bound - 1.0, 1.0))
