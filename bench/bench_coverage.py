@@ -18,12 +18,14 @@ true Acc_B = Acc_V = target, VG = 0, every A − B difference = 0, BG = target �
     python bench/bench_coverage.py [--benchmarks ../shared/benchmarks] [--simulations 4000] [--seed 0]
                                    [--accuracies 0.25 0.5 0.92] [--groups location ...] [--lists vru_accident mmau]
 
-The Monte Carlo standard error of a coverage near 95% over S simulations is √(0.95 · 0.05 / S): 0.34 points at 4,000,
-so a 4-6% error rate is ±2.9 SE of 5% (at 1,000, ±1.4 SE: a perfect test would land outside it in one cell in six).
-`--groups` keeps the groups whose name contains one of the words (to rerun a few cells); the table flags each cell
-outside 93-97% (coverage) and each Δ outside 94-96% (a raw type I error outside 4-6%), and says for each where its
-misses lie: the interval below the truth or above it, and for an accuracy how often every answer of the group was
-right (where an interval that allows for their dependence cannot exclude the truth from below).
+Each cell is judged by #27's rule (`within_the_rule`, docs/statistics.md), on the S' benchmarks where the interval was
+given: the share of intervals wholly below the truth (L) and the share wholly above it (U) each at most 2.5% + 2 SE,
+SE = √(0.025 · 0.975 / S'), and the coverage at most 97% + 2 √(0.95 · 0.05 / S'). The one exception: where a tail is
+impossible by calculation (at the most extreme outcome, every answer of the group right, or every one wrong, neither the
+product's interval nor Wilson's on the true design effect excludes the truth), the coverage may reach 98.5% provided
+the other tail is at least 1.5%. Each cell prints its coverage and its tails, L / U; `--groups` keeps the groups whose
+name contains one of the words (to rerun a few cells); for each cell outside the rule the bench says where its misses
+lie, and for an accuracy how often every answer of the group was right and what the oracle does.
 """
 
 from __future__ import annotations
@@ -167,58 +169,109 @@ def sides_text(group: str, accuracy: float, quantity: str, counts: dict, g: int,
     return text + (f", its lower bound where every answer is right {low[every].max():.3f}" if every.any() else "")
 
 
-def cell_text(covered: float, withheld: float, simulations: int, difference: bool) -> tuple[str, bool]:
-    """The cell's coverage (and the share withheld, where at least 1%), and whether it meets the bench's criterion:
-    93-97%, and for a Δ (its raw type I error 100 - coverage) 94-96%."""
+def within_the_rule(below: float, above: float, given: float, impossible: str = "") -> bool:
+    """#27's rule (module docstring) for a cell of `given` intervals, `below` of them wholly below the truth and `above`
+    wholly above it; impossible: "below" or "above" where that tail is impossible by calculation."""
+    tail = 0.025 + 2 * np.sqrt(0.025 * 0.975 / given)
+    top = 0.97 + 2 * np.sqrt(0.95 * 0.05 / given)
+    low, high = below / given, above / given
+    if low > tail or high > tail:
+        return False
+    other = {"below": high, "above": low}.get(impossible)
+    return 1 - low - high <= top or (other is not None and 1 - low - high <= 0.985 and other >= 0.015)
+
+
+def cell_text(counts: dict, g: int, j: int, simulations: int, impossible: str = "") -> tuple[str, bool]:
+    """The cell's coverage, its tails (below / above the truth, %) and the share withheld where at least 1%, and
+    whether it is within the rule."""
+    withheld = counts["withheld"][g, j]
     given = simulations - withheld
     if given == 0:
         return "withheld", True
-    share = round(100 * covered / given, 1)  # judged as printed
-    meets = 94 <= share <= 96 if difference else 93 <= share <= 97
-    text = f"{share:.1f}" if meets else f"**{share:.1f}**"
-    return text + (f" ({100 * withheld / simulations:.0f}% withheld)" if withheld >= 0.01 * simulations else ""), meets
+    below, above = counts["below"][g, j], counts["above"][g, j]
+    meets = within_the_rule(below, above, given, impossible)
+    share = f"{100 * counts['covered'][g, j] / given:.1f}"
+    text = (share if meets else f"**{share}**") + f" ({100 * below / given:.1f} / {100 * above / given:.1f})"
+    if impossible:
+        text += "†"
+    return text + (f", {100 * withheld / simulations:.0f}% withheld" if withheld >= 0.01 * simulations else ""), meets
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def impossible_tails(design: dict[str, np.ndarray], members: np.ndarray, counts: dict, accuracy: float) -> np.ndarray:
+    """(groups, 2): for Acc_B and Acc_V, the tail impossible by calculation ("above" or "below", else ""): at every
+    answer of the group right (wrong), neither the product's interval nor Wilson's on the true design effect (the
+    variance of the simulated accuracies over p (1 − p) / N, the oracle of `sides_text`) lies above (below) the
+    truth."""
+    found = np.full((len(members), 2), "", dtype=object)
+    extremes = {"above": np.ones((4, members.shape[1])), "below": np.zeros((4, members.shape[1]))}
+    for side, values in extremes.items():
+        product = crossed_intervals(values, members, design["video"], design["prompt"], 0.95, CONTRASTS, PROPORTION,
+                                    ROBUST, BLIND)
+        for g in range(len(members)):
+            for a in range(2):
+                p, n = counts["estimates"][:, g, a], counts["n"][g]
+                deff = max(p.var() * n / (accuracy * (1 - accuracy)), 1e-12)
+                low, high = wilson(np.array([1.0 if side == "above" else 0.0]), n / deff)
+                if side == "above" and not (product.low[g, a] > accuracy) and not (low[0] > accuracy):
+                    found[g, a] = "above"
+                if side == "below" and not (product.high[g, a] < accuracy) and not (high[0] < accuracy):
+                    found[g, a] = "below"
+    return found
+
+
+def parse(parser: argparse.ArgumentParser, simulations: int) -> tuple[argparse.Namespace, dict | None]:
+    """The arguments this bench and bench_validation.py share added to `parser`, parsed, and the question lists read
+    (None, after a one-line message, where --benchmarks holds none)."""
     parser.add_argument("--benchmarks", type=Path, default=REPO.parent / "shared" / "benchmarks",
                         help="folder with vru_accident/ and mm_au/ (default ../shared/benchmarks)")
-    parser.add_argument("--simulations", type=int, default=4000,
-                        help="simulated benchmarks per cell (default 4000)")
+    parser.add_argument("--simulations", type=int, default=simulations,
+                        help=f"simulated benchmarks per cell (default {simulations})")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--accuracies", type=float, nargs="+", default=list(ACCURACIES))
     parser.add_argument("--groups", nargs="+", default=None,
                         help="keep the groups whose name contains one of these words (default all)")
     parser.add_argument("--lists", nargs="+", default=["vru_accident", "mmau"], choices=["vru_accident", "mmau"])
     args = parser.parse_args()
     if not (args.benchmarks / "vru_accident").is_dir() or not (args.benchmarks / "mm_au").is_dir():
         print(f"--benchmarks {args.benchmarks}: no vru_accident/ and mm_au/ there", file=sys.stderr)
+        return args, None
+    folders = {"vru_accident": "vru_accident", "mmau": "mm_au"}
+    return args, {name: question_list(args.benchmarks, name, folders[name]) for name in args.lists}
+
+
+def kept(groups: dict[str, np.ndarray], words: list[str] | None) -> dict[str, np.ndarray]:
+    """The groups whose name contains one of the words (--groups), all where none is given."""
+    return {group: keep for group, keep in groups.items() if not words or any(w in group for w in words)}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--accuracies", type=float, nargs="+", default=list(ACCURACIES))
+    args, lists = parse(parser, 4000)
+    if lists is None:
         return 2
     rng = np.random.default_rng(args.seed)
-    folders = {"vru_accident": "vru_accident", "mmau": "mm_au"}
-    lists = {name: question_list(args.benchmarks, name, folders[name]) for name in args.lists}
     s = args.simulations
     print(f"{s} simulated benchmarks per cell; Monte Carlo SE of a 95% coverage (and of a 5% error rate) "
           f"{100 * np.sqrt(0.95 * 0.05 / s):.2f} points")
     header = "| group | n | accuracy | " + " | ".join(QUANTITIES) + " |"
     table, families = [header, "|" + "---|" * (len(QUANTITIES) + 3)], []
     started = time.perf_counter()
-    meeting = {"coverage": [0, 0], "type I": [0, 0]}
+    meeting = {"coverage": [0, 0], "Δ": [0, 0]}
     sides = []
     for name, design in lists.items():
-        groups = groups_of(name, design, rng)
-        if args.groups:
-            groups = {group: keep for group, keep in groups.items() if any(w in group for w in args.groups)}
+        groups = kept(groups_of(name, design, rng), args.groups)
         if not groups:
             continue
         for accuracy in args.accuracies:
             counts, family = run_cell(design, groups, accuracy, s, rng)
+            impossible = impossible_tails(design, np.stack(list(groups.values())), counts, accuracy)
             for g, (group, keep) in enumerate(groups.items()):
-                cells = [cell_text(counts["covered"][g, j], counts["withheld"][g, j], s, q.startswith("Δ"))
-                         for j, q in enumerate(QUANTITIES)]
+                # Acc_B, Acc_V, BG (Acc_B's interval less chance) may have a tail impossible by calculation
+                cells = [cell_text(counts, g, j, s, impossible[g, (0, 1, 0)[j]] if j < 3 else "")
+                         for j in range(len(QUANTITIES))]
                 for j, ((_, meets), q) in enumerate(zip(cells, QUANTITIES, strict=True)):
-                    meeting["type I" if q.startswith("Δ") else "coverage"][0] += meets
-                    meeting["type I" if q.startswith("Δ") else "coverage"][1] += 1
+                    meeting["Δ" if q.startswith("Δ") else "coverage"][0] += meets
+                    meeting["Δ" if q.startswith("Δ") else "coverage"][1] += 1
                     if not meets:
                         sides.append(sides_text(group, accuracy, q, counts, g, j, s))
                 table.append(f"| {group} | {int(keep.sum())} | {accuracy:.2f} | "
@@ -226,13 +279,14 @@ def main() -> int:
             families.append(f"| {'VRU-Accident' if name == 'vru_accident' else 'MM-AU'} | {accuracy:.2f} | "
                             f"{family['tests']} | {100 * family['raw'] / s:.1f} | {100 * family['holm'] / s:.1f} |")
             print(f"  {name} at {accuracy:.2f} done ({time.perf_counter() - started:.0f} s)", file=sys.stderr)
-    print("\nCoverage of the 95% intervals (%; Δ: model A − model B, so 100 − coverage is the raw type I error of its "
-          "p < 0.05; in bold: outside 93-97%, for a Δ outside 94-96%):\n")
+    print("\nCoverage of the 95% intervals (%; in brackets the shares wholly below / above the truth; Δ: model A − "
+          "model B, so 100 − coverage is the raw type I error of its p < 0.05; in bold: outside #27's rule; †: a tail "
+          "impossible by calculation):\n")
     print("\n".join(table))
-    print(f"\nAcc_B, Acc_V, BG, VG: {meeting['coverage'][0]} of {meeting['coverage'][1]} cells "
-          f"in 93-97%; Δ: {meeting['type I'][0]} of {meeting['type I'][1]} with a raw type I error in 4-6%")
+    print(f"\nAcc_B, Acc_V, BG, VG: {meeting['coverage'][0]} of {meeting['coverage'][1]} cells within the rule; "
+          f"Δ: {meeting['Δ'][0]} of {meeting['Δ'][1]}")
     if sides:
-        print("\nThe cells outside, by side:\n")
+        print("\nThe cells outside the rule, by side:\n")
         print("\n".join(sides))
     print("\nFamily-wise type I error (%): a family is every Δ p-value of one simulated benchmark's groups\n")
     print("| benchmark | accuracy | tests in the family | any raw p < 0.05 | any Holm-adjusted p < 0.05 |")

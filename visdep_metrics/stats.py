@@ -25,13 +25,13 @@ are the prompts alone where prompts are known. Answers with the video share more
 with its own video): for those outputs (`robust`) an accuracy's deff is at least the two-way cluster-robust one with
 each dimension's G / (G − 1) (Cameron, Gelbach & Miller 2011). A difference between models (not `robust`, not a
 proportion), where what both share cancels, gets that cluster-robust variance alone, never below the independent
-answers' one. Degrees of freedom: Satterthwaite's, of the variance as a sum of its independent, video and prompt
-parts, each estimated from as many (effective, N / ν) units as it has (a proportion's independent part is no estimate
-and costs none); at most N / ν − 1 of a factor that adds at least as much as the independent part; at most G − 1 over
-G shared videos for `robust` outputs and wherever a difference's cluster-robust variance is the one used (the
-sandwich's own: Cameron, Gelbach & Miller's t for few clusters). A proportion that is not
-`robust` (a blind accuracy) has the ANOVA deff alone, so its df are those of that estimate, 2 deff² / Var(deff̂),
-from Fisher's sampling variance of the intraclass correlation.
+answers' one. Degrees of freedom (`visdep_metrics.degrees_of_freedom`): those of the variance used. The ANOVA
+design effect's are Satterthwaite's over its independent, video and prompt parts (a blind accuracy's, those of its
+estimated deff); a sandwich's are those of its clusters' sums, Satterthwaite's effective number of clusters under the
+exchangeable working model whose deff is the one used (Bell & McCaffrey 2002; Imbens & Kolesár 2016) less one: G − 1
+over G videos of equal size, about 3 where four prompts hold most of a group. The videos bound the df wherever a video
+holds two or more questions (video answers always, others where the sandwich is used), the prompts where they are
+shared (SHARED_NU) and the sandwich is used.
 
 Intervals. A proportion (an accuracy, or a mean of accuracies) gets the Wilson score interval on N / deff independent
 answers, scaled by (z / t_df)² (Wilson 1927; Korn & Graubard 1998, Dean & Pagano 2015 for clustered surveys): never of
@@ -56,11 +56,11 @@ import numpy as np
 import scipy.special
 from numpy.typing import ArrayLike
 
+from visdep_metrics.degrees_of_freedom import anova_degrees, sandwich_degrees
 from visdep_metrics.wild_bootstrap import wild_intervals
 
 # Below this many independent answers (N / deff) no interval: the approximations need a handful on each side.
 MIN_INDEPENDENT = 10
-_DF_MAX = 1e9  # degrees of freedom past which t is the normal quantile (a variance estimated from nothing)
 # Units (videos, prompts) are shared where ν = Σ n_u² / N is at least this (a typical question shares its unit).
 SHARED_NU = 2.0
 # Over shared prompts, no video and fewer effective prompts (N / ν) than this: the wild bootstrap (module docstring)
@@ -204,38 +204,26 @@ def _design_effects(y: np.ndarray, video: np.ndarray, prompt: np.ndarray | None,
     scale = 1.0 / np.where(total > 1, total, 1.0)  # the two shares of the variance sum to at most 1
     rho_v, rho_p = rho_v * scale, rho_p * scale
     deff = 1 + rho_v * (nu_v - 1) + rho_p * (nu_p - 1)
-    # Satterthwaite's df of three parts over N questions and N / ν effective videos and prompts (Kish's count)
     is_proportion = np.broadcast_to(np.asarray(proportion, dtype=bool), deff.shape)
-    independent = np.where(is_proportion, 0.0, 1.0 / max(n - 1.0, 1.0))
-    shared = sum(share**2 / max(units - 1.0, 1.0) for share, units in ((rho_v * nu_v, n / nu_v),
-                                                                       (rho_p * nu_p, n / nu_p)))
-    with np.errstate(divide="ignore"):
-        df = np.minimum(deff**2 / ((1 - rho_v - rho_p) ** 2 * independent + shared), _DF_MAX)
-    # a factor that adds at least as much as the independent part rests on its own effective units alone (the t with
-    # G − 1 degrees of freedom Cameron, Gelbach & Miller recommend for few clusters)
-    for rho, nu in ((rho_v, nu_v), (rho_p, nu_p)):
-        df = np.where(rho * (nu - 1) >= 1, np.minimum(df, max(n / nu - 1.0, 1.0)), df)
     is_robust = np.broadcast_to(np.asarray(robust, dtype=bool), deff.shape)
-    # a blind accuracy estimates ρ, not a spread of cluster sums: the df of its deff, 2 deff² / Var(deff) (a scaled
-    # χ² matched to the ICC's sampling variance; copies that agree leave ρ near 1 and nearly certain)
-    with np.errstate(divide="ignore"):
-        estimated = 2 * deff**2 / ((nu_v - 1) ** 2 * var_v + (nu_p - 1) ** 2 * var_p)
-    df = np.where(is_proportion & ~is_robust, np.minimum(estimated, _DF_MAX), df)
+    df = anova_degrees(n, deff, [(rho_v, nu_v, var_v), (rho_p, nu_p, var_p)], is_proportion, is_robust)
     difference = ~is_robust & ~is_proportion
+    uses_sandwich = np.zeros(deff.shape, dtype=bool)
     if (is_robust | difference).any():
         with np.errstate(invalid="ignore", divide="ignore"):
             sandwich = _robust_variance(y, video, prompt) * n * (n - 1) / spread  # over s² / N
         # an accuracy with the video: deff at least the sandwich (VG keeps the ANOVA one: with the floor it
-        # over-covered, docs/statistics.md)
-        deff = np.where(is_robust & is_proportion & varies, np.maximum(deff, sandwich), deff)
-        # between models what both share cancels and no exchangeable share is left to estimate: the sandwich alone,
-        # never below the independent answers' variance
-        deff = np.where(difference & varies, np.maximum(sandwich, 1.0), deff)
-        # a sum of G videos' squared residual sums has at most G − 1 df (Cameron, Gelbach & Miller 2011): for video
-        # answers, and for a difference wherever that sum is the variance it uses (none shared: no cluster)
-        if np.bincount(video).max() > 1:
-            clustered = is_robust | (difference & (np.nan_to_num(sandwich) > 1.0))
-            df = np.where(clustered, np.minimum(df, max(float(video.max()), 1.0)), df)
+        # over-covered, docs/statistics.md); between models what both share cancels and no exchangeable share is left
+        # to estimate: the sandwich alone, never below the independent answers' variance
+        uses_sandwich = varies & ((is_robust & is_proportion & (sandwich > deff)) | (difference & (sandwich > 1.0)))
+        deff = np.where(uses_sandwich, sandwich, np.where(difference & varies, 1.0, deff))
+    # the df of the variance used: a sandwich's are those of its clusters' sums, the videos' for video answers too
+    sizes = np.bincount(video).astype(np.float64)
+    dimensions = [(sizes, rho_v, nu_v, sizes.max() >= 2)]
+    if prompt is not None:
+        dimensions.append((np.bincount(np.unique(prompt, return_inverse=True)[1].ravel()).astype(np.float64),
+                           rho_p, nu_p, nu_p >= SHARED_NU))
+    df = sandwich_degrees(df, deff, uses_sandwich, is_robust, dimensions)
     bound = max(nu_v, nu_p)  # nothing varies: the design's bound, on as many effective units
     return np.where(varies, deff, bound), np.where(varies, df, max(n / bound - 1.0, 1.0))
 

@@ -1,9 +1,9 @@
 """Coverage by simulation: many benchmarks with crossed video and prompt effects, each given its intervals by
-`stats.crossed_intervals`; the 95% interval of an accuracy and of a paired difference must cover the truth in 93-97%
-of them (a difference: 93-98.5%, it is conservative where both models share the prompt effect and videos are shared;
-in the location-like category, where it is the prompts' wild bootstrap, 96% here), at accuracy 0.5 and 0.92, also in
-a category where four prompts hold a third of the questions. (The full
-grid on the real question lists, with p-values and their family, is bench/bench_coverage.py.)
+`stats.crossed_intervals`, judged by #27's rule on each tail (docs/statistics.md): the share of 95% intervals lying
+wholly below the truth, and the share lying wholly above it, each at most 2.5% + 2 SE (SE = √(0.025 · 0.975 / S) over S
+simulated benchmarks), and the coverage at most 97% + 2 √(0.95 · 0.05 / S). (The full grid on the real question lists,
+with p-values and their family, is bench/bench_coverage.py; a validation generator apart from it,
+bench/bench_validation.py.)
 
 The design copies VRU-Accident's shape: 1,000 videos of 6 questions; half the questions take one of 405 prompts shared
 across videos (Zipf-like copy counts), the others a prompt of their own; the "location-like" group is 1,000 questions,
@@ -21,6 +21,16 @@ from visdep_metrics.stats import crossed_intervals
 pytestmark = pytest.mark.slow
 N_VIDEOS, PER_VIDEO, N_SHARED = 1000, 6, 405
 SIMULATIONS = 400  # Monte Carlo SE of a 95% coverage: 1.1 points
+
+
+def assert_within_the_rule(below: int, above: int, simulations: int, what: str) -> None:
+    """#27's rule (module docstring): each tail at most 2.5% + 2 SE, the coverage at most 97% + 2 SE."""
+    tail = 0.025 + 2 * np.sqrt(0.025 * 0.975 / simulations)
+    top = 0.97 + 2 * np.sqrt(0.95 * 0.05 / simulations)
+    low_share, high_share = below / simulations, above / simulations
+    assert low_share <= tail and high_share <= tail and 1 - low_share - high_share <= top, (
+        f"{what}: below the truth {low_share:.1%}, above it {high_share:.1%} over {simulations} benchmarks "
+        f"(each at most {tail:.2%}, coverage at most {top:.2%})")
 
 
 def vru_like_design(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
@@ -42,27 +52,58 @@ def coverage(video: np.ndarray, prompt: np.ndarray, accuracy: float, sds: tuple[
     video_sd, prompt_sd = sds
     scale = np.sqrt(video_sd**2 + prompt_sd**2 + 0.3**2)
     cut = -scipy.stats.norm.ppf(accuracy) * scale
-    hits = {"accuracy": 0, "difference": 0}
+    misses = {what: {"below": 0, "above": 0} for what in ("accuracy", "difference")}
     for _ in range(SIMULATIONS):
         b = rng.normal(0, prompt_sd, prompt.max() + 1)[prompt]
         a, c = (rng.normal(0, 0.3, len(video)) + rng.normal(0, video_sd, video.max() + 1)[video] for _ in range(2))
         first, second = (b + a > cut).astype(float), (b + c > cut).astype(float)
         found = crossed_intervals(np.stack([first, second]), None, video, prompt, 0.95,
                                   contrasts=[[1.0, 0.0], [1.0, -1.0]], proportion=[True, False])
-        hits["accuracy"] += bool(found.low[0, 0] <= accuracy <= found.high[0, 0])
-        hits["difference"] += bool(found.low[0, 1] <= 0 <= found.high[0, 1])
-    return {what: count / SIMULATIONS for what, count in hits.items()}
+        for j, (what, truth) in enumerate((("accuracy", accuracy), ("difference", 0.0))):
+            misses[what]["below"] += bool(found.high[0, j] < truth)
+            misses[what]["above"] += bool(found.low[0, j] > truth)
+    return misses
 
 
-@pytest.mark.parametrize("design, accuracy, sds", [("vru", 0.5, (0.5, 1.0)), ("vru", 0.92, (0.5, 1.0)),
-                                                   ("vru", 0.5, (1.0, 0.0)), ("location", 0.92, (0.0, 1.0)),
+# At 0.92 the accuracy's interval (the ANOVA design effect's Wilson, as for blind answers where records name no
+# prompt) lies below the truth more often than the rule allows: 4.8% (vru) and 5.0% (location) of 400 benchmarks, above
+# it in 0.0% and 0.2%. The total, 95.2% and 94.8%, had hidden it. A few prompts holding much of the group make the
+# accuracy's distribution more skewed than a binomial on N / deff answers (docs/statistics.md); strict, so a fix shows.
+ONE_SIDED = pytest.mark.xfail(strict=True, reason="lies below the truth too often at 0.92 (docs/statistics.md)")
+
+
+@pytest.mark.parametrize("design, accuracy, sds", [("vru", 0.5, (0.5, 1.0)),
+                                                   pytest.param("vru", 0.92, (0.5, 1.0), marks=ONE_SIDED),
+                                                   ("vru", 0.5, (1.0, 0.0)),
+                                                   pytest.param("location", 0.92, (0.0, 1.0), marks=ONE_SIDED),
                                                    ("location", 0.5, (0.0, 1.0))])
 def test_the_intervals_cover_the_truth(design, accuracy, sds):
     video, prompt = vru_like_design(np.random.default_rng(7)) if design == "vru" else location_like_design()
     found = coverage(video, prompt, accuracy, sds, seed=int(100 * accuracy + 10 * sds[0]))
-    print(f"\n{design}, accuracy {accuracy}, sd of video and prompt effects {sds}: coverage over {SIMULATIONS} "
-          f"benchmarks: " + ", ".join(f"{what} {share:.1%}" for what, share in found.items()))
-    assert 0.93 <= found["accuracy"] <= 0.97
-    # a paired difference is conservative where the two models share the prompt effect (98% here; the bench's table
-    # in docs/statistics.md says where): it must never fall short
-    assert 0.93 <= found["difference"] <= 0.985
+    print(f"\n{design}, accuracy {accuracy}, sd of video and prompt effects {sds}, over {SIMULATIONS} benchmarks: "
+          + ", ".join(f"{what} below {m['below'] / SIMULATIONS:.1%}, above {m['above'] / SIMULATIONS:.1%}"
+                      for what, m in found.items()))
+    for what, m in found.items():
+        assert_within_the_rule(m["below"], m["above"], SIMULATIONS, what)
+
+
+def test_video_answers_whose_sandwich_rests_on_four_prompts_get_those_prompts_degrees_of_freedom():
+    """The location-like group, each question its own video, where only the four big prompts carry a prompt effect
+    (intraclass correlations that differ by prompt): the ANOVA, pooled over 131 prompts, sees little of it, the
+    two-way sandwich the accuracy of video answers is floored by takes over, and that variance rests on about four
+    prompt sums. With the ANOVA parts' df (about 32) its interval lay below the truth in 4.2% of these benchmarks and
+    above it in 4.2% (5f95a6a); with the df of the sandwich's own clusters (about 5) in 1.7% and 1.8%."""
+    video, prompt = location_like_design()
+    big = np.zeros(prompt.max() + 1)
+    big[:4] = 0.8  # sd of the four big prompts' effect; the others have none
+    accuracy, simulations = 0.5, 4000
+    rng = np.random.default_rng(5)
+    cut = -scipy.stats.norm.ppf(accuracy) * np.sqrt(1 + big[prompt] ** 2)
+    below = above = 0
+    for _ in range(simulations):
+        correct = (rng.normal(0, 1, len(big))[prompt] * big[prompt] + rng.normal(0, 1, len(prompt)) > cut)
+        found = crossed_intervals(correct[None].astype(float), None, video, prompt, 0.95, robust=True)
+        below += bool(found.high[0, 0] < accuracy)
+        above += bool(found.low[0, 0] > accuracy)
+    print(f"\nAcc_V over four dominant prompts: below {below / simulations:.1%}, above {above / simulations:.1%}")
+    assert_within_the_rule(below, above, simulations, "Acc_V over four dominant prompts")

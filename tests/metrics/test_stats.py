@@ -8,6 +8,7 @@ import pytest
 import scipy.stats
 
 from tests.helpers.by_hand import anova_design_effect, by_hand_wilson
+from visdep_metrics.degrees_of_freedom import effective_clusters
 from visdep_metrics.stats import (
     crossed_intervals,
     design_effect,
@@ -297,3 +298,11 @@ def test_a_difference_on_too_few_units_is_withheld_and_says_so(confidence, rejec
         else:
             assert np.isfinite([found.low[0, 0], found.high[0, 0], found.p_value[0, 0]]).all()
             assert found.note[0, 0] == ""
+
+
+def test_a_sandwich_over_four_dominant_prompts_rests_on_about_four_clusters():
+    # four prompts of 80 copies and 680 of their own: under a working ρ of 1 the prompts' sums have variances 80² and
+    # 1, (4·6400 + 680)² / (4·80⁴ + 680) = 4.215 clusters; under ρ = 0 Kish's 1,000² / 26,280 = 38.05; G over G equal
+    sizes = np.r_[np.full(4, 80.0), np.ones(680)]
+    np.testing.assert_allclose(effective_clusters(sizes, np.array([1.0, 0.0])), [4.2153, 38.052], rtol=1e-4)
+    np.testing.assert_allclose(effective_clusters(np.full(10, 6.0), np.array([0.0, 0.4, 1.0])), 10.0)
