@@ -166,7 +166,7 @@ def _read_fast(data: bytes, descriptive: bool = True) -> _Columns:
     left to the careful reader, which names it."""
     try:
         same = msgspec.structs.asdict(_FIRST.decode(_first_line(data)).visdep)
-    except msgspec.DecodeError as e:
+    except (msgspec.DecodeError, RecursionError) as e:  # RecursionError: a field nested too deeply to skip
         raise _NeedsCarefulRead(f"first line: {e}") from e
     with _collector_paused():
         return _columns(data, same, descriptive)  # its records are freed on return, before the collector is back
@@ -175,8 +175,8 @@ def _read_fast(data: bytes, descriptive: bool = True) -> _Columns:
 def _columns(data: bytes, same: dict[str, str], descriptive: bool) -> _Columns:
     try:
         samples = decode_samples(data, same, without=() if descriptive else DESCRIPTIVE_FIELDS)
-    except msgspec.DecodeError as e:  # also a wrong type, a missing field, NaN (not JSON), an unknown version
-        raise _NeedsCarefulRead(str(e)) from e
+    except (msgspec.DecodeError, RecursionError) as e:  # also a wrong type, a missing field, NaN (not JSON), an
+        raise _NeedsCarefulRead(str(e)) from e            # unknown version, a field nested too deeply to skip
     if not samples:
         raise _NeedsCarefulRead("no sample")
     # map/attrgetter/chain iterate in C: a Python loop over the records would cost as much as the decoding.
@@ -201,17 +201,49 @@ def _columns(data: bytes, same: dict[str, str], descriptive: bool) -> _Columns:
 
 # --------------------------------------------------------------------------- careful: line by line
 def _destringify(value, where: str):
-    """A value lmms-eval stringified back into JSON data (a record or a list written as a string)."""
+    """A value lmms-eval stringified back into JSON data (a record or a list written as a string), its strings
+    checked as a file's are (`read_json_text`)."""
     if not isinstance(value, str):
         return value
     try:
-        return json.loads(value)
+        return read_json_text(value, where)
     except json.JSONDecodeError:
         pass
     try:
-        return ast.literal_eval(value)
-    except (ValueError, SyntaxError):
+        data = ast.literal_eval(value)
+    except (ValueError, SyntaxError, RecursionError, MemoryError):
         raise RunDataError(f"{where}: cannot read {value[:80]!r}") from None
+    return unicode_text(data, where)
+
+
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")  # JSON's escape of a UTF-16 surrogate, paired or not
+
+
+def unicode_text(value, where: str):
+    """`value` (JSON data) if every string in it is Unicode text; RunDataError naming `where` for a lone surrogate
+    (JSON allows the escape "\\ud800", Python's strings hold it; no text does, and Arrow, CSV and the page refuse
+    it)."""
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise RunDataError(f"{where}: a string holds a lone surrogate ({e.object[e.start:e.end]!r} in "
+                           f"{e.object[max(0, e.start - 30):e.start + 10]!r}), which is no Unicode text; the file "
+                           f"was damaged or written by a broken encoder") from None
+    return value
+
+
+def read_json_text(data: bytes | str, where: str):
+    """JSON data from a file someone else wrote, its strings Unicode text (`unicode_text`): RunDataError naming
+    `where` for bytes that are not UTF-8, nesting too deep to read, or a lone surrogate. JSONDecodeError is the
+    caller's to word."""
+    try:
+        value = json.loads(data)
+    except UnicodeDecodeError:
+        raise RunDataError(f"{where}: not UTF-8 text") from None
+    except RecursionError:
+        raise RunDataError(f"{where}: nested too deeply to read (no lmms-eval file nests so)") from None
+    text = data.decode("utf-8", "replace") if isinstance(data, bytes) else data
+    return unicode_text(value, where) if _SURROGATE_ESCAPE.search(text) else value
 
 
 def _lines(data: bytes, path: Path):
@@ -221,9 +253,7 @@ def _lines(data: bytes, path: Path):
             continue
         where = f"{path}:{lineno}"
         try:
-            sample = json.loads(line)
-        except UnicodeDecodeError:
-            raise RunDataError(f"{where}: not UTF-8 text") from None
+            sample = read_json_text(line, where)
         except json.JSONDecodeError as e:
             raise RunDataError(f"{where}: not valid JSON ({e.msg}); the file looks truncated (a run that was killed or "
                                f"is still writing)") from None
@@ -426,7 +456,7 @@ def read_prompts(path: Path, question_ids: Sequence[str] | None) -> dict[str, st
     data = path.read_bytes()
     try:
         logged = {s.visdep.question_id: s.input for s in _PROMPTS.decode_lines(data)}
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, RecursionError):
         logged = {str(_record(sample, where).get("question_id")): sample.get("input")
                   for where, sample in _lines(data, path)}
     return {q: text if isinstance(text := logged.get(q), str) else None
