@@ -26,8 +26,9 @@ from pathlib import Path
 from loguru import logger
 
 from lmms_eval_tasks.loaders import BENCHMARKS
+from lmms_eval_tasks.records import read_json_text
 from model_adapters.settings import score_settings
-from visdep_metrics.audit.samples import MODES, RunDataError, first_record, read_json_text, read_samples
+from visdep_metrics.audit.samples import MODES, RunDataError, first_record, read_samples
 
 RESULTS_SUFFIX = "_results.json"
 FRAMES_SETTING = "max_frames"
@@ -281,7 +282,7 @@ def _run_files_of(results_path: Path, skipped: list, samples_files: Sequence[Pat
     except OSError as e:
         raise RunDataError(f"{results_path}: cannot read it ({e.strerror})") from e
     try:
-        results = read_json_text(raw, str(results_path))
+        results = read_json_text(raw, str(results_path), RunDataError)
     except json.JSONDecodeError as e:
         raise RunDataError(f"{results_path}: not valid JSON ({e})") from e
     config = results.get("config") if isinstance(results, dict) else None

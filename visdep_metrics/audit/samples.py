@@ -38,7 +38,7 @@ from loguru import logger
 
 from lmms_eval_tasks.errors import VisdepError
 from lmms_eval_tasks.record import RecordVersionError, decode_samples, upgrade
-from lmms_eval_tasks.records import RecordError, as_int
+from lmms_eval_tasks.records import RecordError, as_int, read_json_text, unicode_text
 from visdep_metrics import provenance
 from visdep_metrics.audit.diagnostics import (
     answer_probability,
@@ -202,48 +202,18 @@ def _columns(data: bytes, same: dict[str, str], descriptive: bool) -> _Columns:
 # --------------------------------------------------------------------------- careful: line by line
 def _destringify(value, where: str):
     """A value lmms-eval stringified back into JSON data (a record or a list written as a string), its strings
-    checked as a file's are (`read_json_text`)."""
+    checked as a file's are (`records.read_json_text`)."""
     if not isinstance(value, str):
         return value
     try:
-        return read_json_text(value, where)
+        return read_json_text(value, where, RunDataError)
     except json.JSONDecodeError:
         pass
     try:
         data = ast.literal_eval(value)
     except (ValueError, SyntaxError, RecursionError, MemoryError):
         raise RunDataError(f"{where}: cannot read {value[:80]!r}") from None
-    return unicode_text(data, where)
-
-
-_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")  # JSON's escape of a UTF-16 surrogate, paired or not
-
-
-def unicode_text(value, where: str):
-    """`value` (JSON data) if every string in it is Unicode text; RunDataError naming `where` for a lone surrogate
-    (JSON allows the escape "\\ud800", Python's strings hold it; no text does, and Arrow, CSV and the page refuse
-    it)."""
-    try:
-        json.dumps(value, ensure_ascii=False).encode("utf-8")
-    except UnicodeEncodeError as e:
-        raise RunDataError(f"{where}: a string holds a lone surrogate ({e.object[e.start:e.end]!r} in "
-                           f"{e.object[max(0, e.start - 30):e.start + 10]!r}), which is no Unicode text; the file "
-                           f"was damaged or written by a broken encoder") from None
-    return value
-
-
-def read_json_text(data: bytes | str, where: str):
-    """JSON data from a file someone else wrote, its strings Unicode text (`unicode_text`): RunDataError naming
-    `where` for bytes that are not UTF-8, nesting too deep to read, or a lone surrogate. JSONDecodeError is the
-    caller's to word."""
-    try:
-        value = json.loads(data)
-    except UnicodeDecodeError:
-        raise RunDataError(f"{where}: not UTF-8 text") from None
-    except RecursionError:
-        raise RunDataError(f"{where}: nested too deeply to read (no lmms-eval file nests so)") from None
-    text = data.decode("utf-8", "replace") if isinstance(data, bytes) else data
-    return unicode_text(value, where) if _SURROGATE_ESCAPE.search(text) else value
+    return unicode_text(data, where, RunDataError)
 
 
 def _lines(data: bytes, path: Path):
@@ -253,7 +223,7 @@ def _lines(data: bytes, path: Path):
             continue
         where = f"{path}:{lineno}"
         try:
-            sample = read_json_text(line, where)
+            sample = read_json_text(line, where, RunDataError)
         except json.JSONDecodeError as e:
             raise RunDataError(f"{where}: not valid JSON ({e.msg}); the file looks truncated (a run that was killed or "
                                f"is still writing)") from None
