@@ -16,6 +16,7 @@ from pathlib import Path
 
 from lmms_eval_tasks import general, traffic
 from lmms_eval_tasks.records import BenchmarkDataError, Question
+from lmms_eval_tasks.roots import under_root
 from lmms_eval_tasks.unusable import BenchmarkData, skip_requested
 
 
@@ -41,6 +42,13 @@ class Benchmark:
     @property
     def title(self) -> str:
         return self.display or self.name
+
+    def video_path(self, root: Path, rel: str) -> Path:
+        """The path of a question's video under the video folder `root` (`find_video`); OutsideRootError unless it
+        lies under the root once symlinks are resolved (`roots.under_root`): checked before any search, whose
+        pattern must stay under the root too, and on what was found."""
+        under_root(root, rel)
+        return under_root(root, self.find_video(root, rel))
 
 
 _GENERAL_LAYOUTS = {
@@ -138,8 +146,9 @@ def video_root(name: str) -> Path:
 
 
 def resolve_video(name: str, rel: str) -> Path:
-    """The path of a question's video (a video file or a frame folder), as its benchmark finds it."""
-    return get_benchmark(name).find_video(video_root(name), rel)
+    """The path of a question's video (a video file or a frame folder), as its benchmark finds it; OutsideRootError
+    where it is not under the benchmark's video folder (`Benchmark.video_path`)."""
+    return get_benchmark(name).video_path(video_root(name), rel)
 
 
 def skip_unusable(name: str) -> bool:

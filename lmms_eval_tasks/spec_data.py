@@ -13,6 +13,7 @@ from pathlib import Path
 
 from lmms_eval_tasks.loaders import BENCHMARKS, Benchmark
 from lmms_eval_tasks.records import LETTERS, Question, RecordError, answer_letter, answer_text, as_int
+from lmms_eval_tasks.roots import OutsideRootError, under_root
 from lmms_eval_tasks.rows import RowsError, read_rows
 from lmms_eval_tasks.shipped import config_file
 from lmms_eval_tasks.spec import BenchmarkSpec, missing, read_spec, spec_error
@@ -132,11 +133,17 @@ def _optional_text(spec: BenchmarkSpec, key: str, record: dict) -> str | None:
     return None if missing(value) or not str(value).strip() else str(value).strip()
 
 
-def _video_path(spec: BenchmarkSpec, record: dict) -> str:
+def _video_path(spec: BenchmarkSpec, record: dict, root: Path) -> str:
+    """The record's video, relative to the root; refused unless it stays under the root with every link resolved
+    (`roots.under_root`: no absolute path, no '..' out of it, no link out of it)."""
     video = str(spec.fields["video"].render(record)).strip()
     video = video[2:] if video.startswith("./") else video
     if not video or Path(video).is_absolute() or ".." in Path(video).parts:
         raise RecordError("key 'fields.video': not a path under the root", repr(video))
+    try:
+        under_root(root, video)
+    except OutsideRootError as e:
+        raise RecordError("key 'fields.video': not a path under the root", e.detail) from None
     return video
 
 
@@ -147,7 +154,7 @@ def _question_id(spec: BenchmarkSpec, record: dict) -> str:
     return qid
 
 
-def _spec_question(spec: BenchmarkSpec, record: dict, data: BenchmarkData) -> Question:
+def _spec_question(spec: BenchmarkSpec, record: dict, data: BenchmarkData, root: Path) -> Question:
     raw_options = [None if missing(o) else str(o).strip() for o in _option_list(spec, record)]
     options, answer = _answer(spec, spec.fields["answer"].render(record), raw_options)
     if spec.n_options is not None and len(options) != spec.n_options:
@@ -159,8 +166,9 @@ def _spec_question(spec: BenchmarkSpec, record: dict, data: BenchmarkData) -> Qu
     question = spec.fields["question"].render(record)
     if missing(question) or not str(question).strip():
         raise RecordError("key 'fields.question': empty question")
-    question = Question(question_id=_question_id(spec, record), benchmark=spec.name, video=_video_path(spec, record),
-                        question=str(question), options=options, answer_index=answer,
+    question = Question(question_id=_question_id(spec, record), benchmark=spec.name,
+                        video=_video_path(spec, record, root), question=str(question), options=options,
+                        answer_index=answer,
                         category=_optional_text(spec, "category", record),
                         source=_optional_text(spec, "source", record))
     if spec.lettered and stray_marker(question.options):
@@ -184,7 +192,7 @@ def read_spec_records(spec: BenchmarkSpec, root: Path) -> BenchmarkData:
                 qid = _question_id(spec, record)
             except RecordError:
                 qid = None
-            data.read(where, qid, _spec_question, spec, record, data)
+            data.read(where, qid, _spec_question, spec, record, data, root)
     return data.finish("key 'fields.question_id': the question id repeats an earlier record's")
 
 
@@ -209,12 +217,20 @@ def check_spec_videos(spec: BenchmarkSpec, root: Path) -> None:
         videos.setdefault(question.video, where)
     problems = []
     for video, where in videos.items():
-        n = len(glob.glob(str(root / video))) if glob.has_magic(video) else int((root / video).exists())
-        if n != 1:
-            problems.append((video, where, n))
+        if glob.has_magic(video):
+            found = glob.glob(str(root / video))
+        else:
+            found = [root / video] if (root / video).exists() else []
+        try:
+            for path in found:
+                under_root(root, path)
+        except OutsideRootError as e:
+            problems.append((video, where, f"matches a path that is not under the root: {e.detail}"))
+            continue
+        if len(found) != 1:
+            problems.append((video, where, "matches no path" if not found else f"matches {len(found)} paths"))
     if problems:
-        video, where, n = problems[0]
-        what = "matches no path" if n == 0 else f"matches {n} paths"
+        video, where, what = problems[0]
         raise spec_error(spec.path, "fields.video",
                          f"{len(problems)} of {len(videos)} videos {'is' if len(problems) == 1 else 'are'} not found "
                          f"under {root} with the template {spec.fields['video'].text!r}; the first: {where} -> "

@@ -15,6 +15,7 @@ from tqdm import tqdm
 
 from lmms_eval_tasks.loaders import get_benchmark, resolve_video, video_root
 from lmms_eval_tasks.records import Question
+from lmms_eval_tasks.roots import OUTSIDE_ROOT, OutsideRootError, under_root
 from lmms_eval_tasks.unusable import Unusable
 
 FRAME_SUFFIXES = (".jpg", ".jpeg", ".png")
@@ -35,10 +36,16 @@ def _frame_number(path: Path) -> int:
 
 
 def frame_files(folder: Path) -> list[Path]:
-    """The frames of an image folder (MM-AU `images/000001.jpg`, DADA `0001.png`), ordered by frame number."""
+    """The frames of an image folder (MM-AU `images/000001.jpg`, DADA `0001.png`), ordered by frame number; a frame
+    that links out of the folder is refused (`roots.under_root`), as its video would be."""
     files = sorted((p for p in folder.iterdir() if p.suffix.lower() in FRAME_SUFFIXES), key=_frame_number)
     if not files:
         raise VideoReadError(f"no {'/'.join(FRAME_SUFFIXES)} frames in folder {folder}")
+    for file in files:
+        try:
+            under_root(folder, file.name, "a frame is not under its frame folder")
+        except OutsideRootError as e:
+            raise VideoReadError(f"{e.reason}: {e.detail}") from None
     return files
 
 
@@ -66,7 +73,11 @@ def video_problems(name: str, questions: Sequence[Question]) -> dict[str, tuple[
     problems = {}
     videos = sorted({q.video for q in questions})
     for rel in tqdm(videos, desc=f"visdep: checking the {name} videos", unit="video", disable=len(videos) < 500):
-        path = resolve_video(name, rel)
+        try:
+            path = resolve_video(name, rel)
+        except OutsideRootError as e:
+            problems[rel] = (e.reason, e.detail)
+            continue
         try:
             probe_video(path)
         except VideoReadError as e:
@@ -78,7 +89,8 @@ def video_problems(name: str, questions: Sequence[Question]) -> dict[str, tuple[
 def unusable_questions(name: str, questions: Sequence[Question],
                        problems: dict[str, tuple[str, str]]) -> list[Unusable]:
     """One entry per question whose video is in `problems`, `where` the video's path."""
-    return [Unusable(str(resolve_video(name, q.video)), problems[q.video][0], q.question_id, problems[q.video][1])
+    root = video_root(name)
+    return [Unusable(str(root / q.video), problems[q.video][0], q.question_id, problems[q.video][1])
             for q in questions if q.video in problems]
 
 
@@ -86,9 +98,12 @@ def describe_video_problems(name: str, questions: Sequence[Question], problems: 
     n_videos = len({q.video for q in questions})
     n_questions = sum(q.video in problems for q in questions)
     missing = sum(reason == NOT_FOUND for reason, _ in problems.values())
+    outside = sum(reason == OUTSIDE_ROOT for reason, _ in problems.values())
     shown = "\n".join(f"  {rel}: {why}" for rel, (_, why) in list(problems.items())[:10])
     more = f"\n  ... and {len(problems) - 10} more" if len(problems) > 10 else ""
     spec = get_benchmark(name).spec
     origin = f"\n  (the videos are fields.video of {spec}, under {video_root(name)})" if spec is not None else ""
-    return (f"{len(problems)} of {n_videos} videos of {name} cannot be used ({missing} not found, "
-            f"{len(problems) - missing} unreadable), asked about in {n_questions} questions:\n{shown}{more}{origin}")
+    counts = f"{missing} not found, " + (f"{outside} not under the root, " if outside else "")
+    return (f"{len(problems)} of {n_videos} videos of {name} cannot be used ({counts}"
+            f"{len(problems) - missing - outside} unreadable), asked about in {n_questions} questions:\n{shown}{more}"
+            f"{origin}")

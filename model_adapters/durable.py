@@ -19,24 +19,23 @@ With lmms-eval's `--use_cache PATH` the adapters keep, beside lmms-eval's own ca
 
 from __future__ import annotations
 
-import errno
 import fcntl
 import json
 import os
-import re
 import secrets
-import socket
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from loguru import logger
 
-from model_adapters.compaction import compact
+from model_adapters.compaction import compact, not_writable
 from model_adapters.identity import digest
 from model_adapters.store_records import (
+    NO_LOCKS,
     StoreReader,
     fsync_folder,
+    host_name,
     make_folders,
     normal_scores,
     record_files,
@@ -62,8 +61,7 @@ def question_key(prompt: str, continuations: Sequence[str], scored: Sequence[str
 
 
 def _writer_name(rank: int) -> str:
-    host = re.sub(r"[^A-Za-z0-9_.-]", "_", socket.gethostname()) or "host"
-    return f"rank{rank}-{host}-{os.getpid()}-{secrets.token_hex(4)}.jsonl"
+    return f"rank{rank}-{host_name()}-{os.getpid()}-{secrets.token_hex(4)}.jsonl"
 
 
 class ScoreStore:
@@ -95,11 +93,16 @@ class ScoreStore:
             return None
         root = Path(root)
         folder = root / "visdep" / digest(dict(model))[:MODEL_KEY_DIGITS]
-        make_folders(folder)
-        meta = folder / "settings.json"
-        if not meta.exists():
-            write_atomically(meta, json.dumps({"model_key": dict(model), "first_written_for": dict(about or {})},
-                                              indent=1, sort_keys=True, default=str) + "\n")
+        try:
+            make_folders(folder)
+            meta = folder / "settings.json"
+            if not meta.exists():
+                write_atomically(meta, json.dumps({"model_key": dict(model), "first_written_for": dict(about or {})},
+                                                  indent=1, sort_keys=True, default=str) + "\n")
+        except OSError as e:
+            if (error := not_writable(folder, e)) is None:
+                raise
+            raise error from None
         if len(record_files(folder)) > COMPACT_AFTER_FILES:
             compact(folder)
         return cls(folder, rank, keys)
@@ -109,12 +112,17 @@ class ScoreStore:
 
     def _create(self) -> None:
         self.path = self.folder / _writer_name(self.rank)
-        self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o644)
+        try:
+            self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o644)
+        except OSError as e:  # a folder made read-only since the store opened
+            if (error := not_writable(self.folder, e)) is None:
+                raise
+            raise error from None
         try:  # held while the file is open: a compaction merges only files no process is writing
             fcntl.flock(self._fd, fcntl.LOCK_EX)
         except OSError as e:
             # a file system without locks: a compaction cannot lock this file either, and leaves it alone
-            if e.errno not in (errno.ENOLCK, errno.EOPNOTSUPP, errno.EINVAL):
+            if e.errno not in NO_LOCKS:
                 raise
         fsync_folder(self.folder)
 

@@ -15,10 +15,14 @@ every compaction uses, and the file-system steps that make files and folders dur
 from __future__ import annotations
 
 import errno
+import fcntl
 import json
 import math
 import os
+import re
 import secrets
+import socket
+import stat
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -109,24 +113,59 @@ def make_folders(folder: Path) -> None:
         fsync_folder(path.parent)
 
 
-def write_atomically(path: Path, text: str) -> None:
-    """Write `text` to a temporary file beside `path`, fsync it, rename it over `path`, fsync the folder: a reader
-    sees the old file or the new one, never part of one."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+# what flock raises on a file system without locks (some network and FUSE file systems)
+NO_LOCKS = frozenset({errno.ENOLCK, errno.EOPNOTSUPP, errno.EINVAL})
+
+
+def write_atomically(path: Path, data: str | bytes, tmp_name: str | None = None, locked: bool = False) -> None:
+    """Write `data` to a temporary file beside `path` (named `tmp_name`, default .<name>.<pid>.<random>.tmp),
+    fsync it, rename it over `path`, fsync the folder: a reader sees the old file or the new one, never part of one.
+    `locked`: hold an exclusive flock on the temporary file until the rename (a compaction's: a later compaction
+    must not take it for a dead one's)."""
+    tmp = path.with_name(tmp_name or f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
     try:
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(text)
+        with open(tmp, "wb") as f:
+            if locked:
+                try:
+                    fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except OSError as e:
+                    if e.errno not in NO_LOCKS:
+                        raise
+            f.write(data.encode() if isinstance(data, str) else data)
             f.flush()
             os.fsync(f.fileno())
-        os.replace(tmp, path)
+            os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
     fsync_folder(path.parent)
 
 
+def host_name() -> str:
+    """This host's name as a file name may hold it (writers' and compactions' files are named by it)."""
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", socket.gethostname()) or "host"
+
+
 def record_files(folder: Path) -> list[Path]:
-    """The record files of a model's folder, in name order."""
+    """The record files of a model's folder, in name order (what each is: `open_record_file`)."""
     return sorted(folder.glob("*.jsonl"))
+
+
+def open_record_file(path: Path, then: str = "skipped, its questions are scored again") -> BinaryIO | None:
+    """A file of the store opened for reading. FileNotFoundError where it is gone (a compaction merged it
+    meanwhile); None, with a warning naming it and saying what `then` happens, where it is no regular file (a folder
+    or a FIFO named *.jsonl: opened without waiting for a FIFO's writer, then let go) or cannot be read."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except FileNotFoundError:
+        raise
+    except OSError as e:
+        logger.warning(f"durable store {path}: cannot be read ({e.strerror}); {then}")
+        return None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        logger.warning(f"durable store {path}: not a regular file; {then}")
+        return None
+    return os.fdopen(fd, "rb")
 
 
 @dataclass
@@ -161,12 +200,11 @@ class StoreReader:
             for path in todo:
                 done.add(path.name)
                 try:
-                    f = open(path, "rb")
+                    f = open_record_file(path)
                 except FileNotFoundError:
                     vanished = True
                     continue
-                except OSError as e:
-                    logger.warning(f"durable store {path}: cannot be read ({e}); its questions are scored again")
+                if f is None:
                     continue
                 with f:
                     self.read(path, f)

@@ -11,6 +11,8 @@ removed (or, where the process is alive, named) the next time a command writes b
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import hashlib
 import json
 import os
@@ -178,9 +180,31 @@ class Staged:
 
 
 @contextmanager
+def _one_at_a_time(parent: Path) -> Iterator[None]:
+    """OUT's checks and its replacement by one process at a time: an exclusive flock on OUT's parent folder, held
+    for the check of what OUT holds and for the two renames (two commands writing one OUT otherwise saw it vanish
+    mid-check, or renamed onto each other's). No file of its own beside OUT; a file system without locks: as before."""
+    fd = os.open(parent, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except OSError as e:
+            if e.errno not in (errno.ENOLCK, errno.EOPNOTSUPP, errno.EINVAL):
+                raise
+        yield
+    finally:
+        os.close(fd)  # drops the lock
+
+
+@contextmanager
 def staged(out: str | Path, command: str, inputs: Iterable[str | Path] = ()) -> Iterator[Staged]:
     """Write OUT in a staging folder and put it in OUT's place at the end (see the module docstring)."""
-    out = check_out_dir(out, command, inputs)
+    parent = Path(out).expanduser().resolve().parent
+    if parent.is_dir():
+        with _one_at_a_time(parent):
+            out = check_out_dir(out, command, inputs)
+    else:  # no OUT to race for
+        out = check_out_dir(out, command, inputs)
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
         clean_stale(out)
@@ -193,14 +217,15 @@ def staged(out: str | Path, command: str, inputs: Iterable[str | Path] = ()) -> 
             yield Staged(folder, out)
             listing = {"command": command, "files": _listed(folder)}
             (folder / FILE_LIST).write_text(json.dumps(listing, indent=1) + "\n", encoding="utf-8")
-            check_out_dir(out, command, inputs)  # again: something may have appeared in OUT meanwhile
-            if out.exists():
-                aside = Path(tempfile.mkdtemp(prefix=f".{out.name}.previous-{os.getpid()}-", dir=out.parent))
-                out.rename(aside / out.name)
+            aside = None
+            with _one_at_a_time(out.parent):
+                check_out_dir(out, command, inputs)  # again: something may have appeared in OUT meanwhile
+                if out.exists():
+                    aside = Path(tempfile.mkdtemp(prefix=f".{out.name}.previous-{os.getpid()}-", dir=out.parent))
+                    out.rename(aside / out.name)
                 folder.rename(out)
+            if aside is not None:
                 shutil.rmtree(aside)
-            else:
-                folder.rename(out)
     except BaseException:
         shutil.rmtree(folder, ignore_errors=True)
         raise

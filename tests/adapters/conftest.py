@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from loguru import logger
 
 
 @pytest.fixture
@@ -28,3 +29,12 @@ def evaluation(tmp_path):
 def store_root(evaluation):
     """The durable store's folder of the test's evaluation."""
     return evaluation.store_root
+
+
+@pytest.fixture
+def warnings():
+    """The warnings logged during the test (loguru), one string each."""
+    messages: list[str] = []
+    sink = logger.add(lambda message: messages.append(str(message)), level="WARNING", format="{message}")
+    yield messages
+    logger.remove(sink)

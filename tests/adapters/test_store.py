@@ -14,7 +14,6 @@ import subprocess
 import sys
 
 import pytest
-from loguru import logger
 
 from lmms_eval_tasks.loaders import load_benchmark
 from model_adapters import compaction, durable
@@ -29,14 +28,6 @@ from tests.helpers.adapters import (
     store_records,
 )
 from tests.helpers.lmms_cli import REPO, lmms_eval_env
-
-
-@pytest.fixture
-def warnings():
-    messages: list[str] = []
-    sink = logger.add(lambda message: messages.append(str(message)), level="WARNING", format="{message}")
-    yield messages
-    logger.remove(sink)
 
 
 def vru_documents(stop: int | None = None) -> list[dict]:

@@ -177,3 +177,94 @@ def test_a_corrupted_run_is_refused_or_changes_nothing_it_does_not_name(valid, t
         pd.testing.assert_frame_equal(got["questions"], kept)
         if not named and not left_out:
             pd.testing.assert_frame_equal(got["summary"], expected["summary"])
+
+
+# --------------------------------------------------------------------------- hostile values in any field
+DEEP = "\x00deep\x00"  # stands for 100,000 nested arrays, put into the file's text (json.dumps cannot write them)
+DEPTH = 100_000
+_TEXT = st.text(st.one_of(st.characters(), st.characters(categories=["Cs"]), st.sampled_from("\u2028\u2029<>&\"'")),
+                max_size=12)
+HOSTILE_VALUES = st.one_of(
+    _TEXT, st.just(DEEP), st.integers(-2**70, 2**70), st.floats(allow_nan=True, allow_infinity=True), st.booleans(),
+    st.none(), st.lists(st.one_of(_TEXT, st.integers(), st.floats()), max_size=3),
+    st.dictionaries(_TEXT, st.one_of(_TEXT, st.integers()), max_size=2))
+SECTIONED = "org__llm/{d}_results.json"  # written with visdep's own section (model, settings, checkpoint, dropped)
+
+
+@pytest.fixture(scope="module")
+def sectioned(tmp_path_factory):
+    """Runs whose results files hold every section visdep reads: visdep.model (pretrained, adapter, settings,
+    checkpoint) and visdep.dropped beside lmms-eval's config, configs, n-samples and results."""
+    runs = tmp_path_factory.mktemp("sectioned") / "runs"
+    for model, tasks in (("org/llm", {"mmau_blind": mmau("blind", [1, 0, 1, 0, 1, 1, 0, 1])}),
+                         ("org/vlm", {"mmau_blind": mmau("blind", [0, 0, 1, 0, 1, 0, 0, 1]),
+                                      "mmau_video": mmau("video", [1, 1, 1, 0, 1, 0, 1, 1])}),
+                         ("org/vlm2", {"mmau_blind": mmau("blind", [1, 0, 0, 0, 1, 0, 1, 0]),
+                                       "mmau_video": mmau("video", [1, 1, 0, 1, 1, 1, 1, 0])})):
+        adapter = "visdep_llm" if model == "org/llm" else "visdep_vlm"
+        section = {"model": {"pretrained": model, "adapter": adapter, "settings": {"max_frames": 16},
+                             "checkpoint": {"identity": "abc", "source": "folder"}},
+                   "dropped": {task: [{"question_id": "q-x", "where": "f:1", "reason": "r"}] for task in tasks}}
+        write_run(runs, model, tasks, model_type=adapter, visdep=section)
+    return runs
+
+
+def _paths(value, prefix=()) -> list[tuple]:
+    """Every path (keys and list indices) into a JSON value, the value itself first."""
+    found = [prefix]
+    if isinstance(value, dict):
+        for key, inner in value.items():
+            found += _paths(inner, (*prefix, key))
+    elif isinstance(value, list):
+        for index, inner in enumerate(value[:2]):
+            found += _paths(inner, (*prefix, index))
+    return found
+
+
+def _replaced(value, path: tuple, new):
+    if not path:
+        return new
+    value[path[0]] = _replaced(value[path[0]], path[1:], new)
+    return value
+
+
+def _dumped(value) -> str:
+    text = json.dumps(value, ensure_ascii=True)  # a surrogate as its escape, "\\ud800", as a broken encoder writes
+    return text.replace(json.dumps(DEEP), "[" * DEPTH + "]" * DEPTH)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(target=st.sampled_from(FILES), line=st.integers(0, 7), choice=st.integers(0, 10**6),
+       value=HOSTILE_VALUES)
+@example(target=SECTIONED, line=0, choice=0, value="\ud800")  # the issue's: a lone surrogate, a model name
+@example(target=BLIND, line=0, choice=0, value=DEEP)  # a whole line of nested arrays
+@example(target=SECTIONED, line=0, choice=-1, value="many")  # the last path: "n-samples" or inside it
+def test_any_field_of_a_record_or_results_file_holding_anything_is_refused_in_one_line_or_audited(
+        sectioned, target, line, choice, value):
+    """Every field (every path into a samples line, its `visdep` record, or results.json) set to text with lone
+    surrogates, line and paragraph separators and markup, 100,000 nested arrays, or a value of another type: the
+    audit (its explorer page included) exits 2 with one line, or finishes; never a traceback."""
+    with tempfile.TemporaryDirectory() as tmp:
+        copy = Path(tmp) / "runs"
+        shutil.copytree(sectioned, copy)
+        path = copy / target.format(d=DATE)
+        if path.name.endswith("_results.json"):
+            data = json.loads(path.read_text())
+            paths = _paths(data)
+            path.write_text(_dumped(_replaced(data, paths[choice % len(paths)], value)))
+        else:
+            lines = path.read_text().splitlines()
+            i = line % len(lines)
+            sample = json.loads(lines[i])
+            paths = _paths(sample)
+            lines[i] = _dumped(_replaced(sample, paths[choice % len(paths)], value))
+            path.write_text("\n".join(lines) + "\n")
+        out = Path(tmp) / "audit"
+        code, err = run(copy, out)
+        assert code in (0, 2), err
+        if code == 2:
+            message = err.strip().splitlines()[-1]  # tqdm's progress bar may come first
+            assert message.startswith("visdep audit: error: ") and "Traceback" not in err, err
+            assert not out.exists()
+        else:
+            assert (out / "audit.json").is_file() and (out / "explorer.html").is_file()

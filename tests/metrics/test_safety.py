@@ -147,6 +147,40 @@ def test_staging_folders_of_a_dead_process_are_cleaned_and_an_out_set_aside_is_p
     assert not aside.exists()
 
 
+RACER = """
+import sys
+from pathlib import Path
+from visdep_metrics.outdir import staged
+out, tag, n = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+for i in range(n):
+    with staged(out, "race") as stage:
+        (stage.folder / "who.txt").write_text(f"{tag} {i}")
+        (stage.folder / "sub").mkdir()
+        (stage.folder / "sub" / "more.txt").write_text(tag * 1000)
+"""
+
+
+def test_two_processes_replacing_one_out_in_a_tight_loop_never_trip_over_each_other(tmp_path):
+    """Before OUT's checks and renames were taken one process at a time, about one iteration in ten raised a bare
+    FileNotFoundError or ENOTEMPTY, or refused OUT as "changed since visdep race wrote it"."""
+    import subprocess
+    import sys
+
+    out = tmp_path / "out"
+    env = {**os.environ, "PYTHONPATH": f"{Path(__file__).resolve().parents[2]}{os.pathsep}"
+                                       f"{os.environ.get('PYTHONPATH', '')}"}
+    racers = [subprocess.Popen([sys.executable, "-c", RACER, str(out), tag, "60"], stderr=subprocess.PIPE, text=True,
+                               env=env) for tag in "ab"]
+    errors = [r.communicate(timeout=300)[1] for r in racers]
+    assert [r.returncode for r in racers] == [0, 0], errors
+    assert all("Traceback" not in e for e in errors), errors
+    listed = json.loads((out / FILE_LIST).read_text())
+    assert listed["command"] == "race" and sorted(listed["files"]) == ["sub/more.txt", "who.txt"]
+    tag, last = (out / "who.txt").read_text().split()
+    assert last == "59" and (out / "sub" / "more.txt").read_text() == tag * 1000
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]  # no staging folder left
+
+
 @pytest.fixture
 def vru_root(tmp_path):
     from tests.helpers.shortcut_vru import write_shortcut_vru

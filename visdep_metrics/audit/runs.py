@@ -26,6 +26,7 @@ from pathlib import Path
 from loguru import logger
 
 from lmms_eval_tasks.loaders import BENCHMARKS
+from lmms_eval_tasks.records import read_json_text
 from model_adapters.settings import score_settings
 from visdep_metrics.audit.samples import MODES, RunDataError, first_record, read_samples
 
@@ -226,14 +227,26 @@ def run_time(results: dict, results_path: Path) -> tuple[datetime.datetime, str]
     return modified, f"modification time {modified.isoformat()}"
 
 
+def _section(results: dict, name: str, results_path: Path) -> dict:
+    """A section of results.json that maps tasks (or names) to values: {} where absent, RunDataError where it is
+    no object."""
+    section = results.get(name)
+    if section is None:
+        return {}
+    if not isinstance(section, dict):
+        raise RunDataError(f"{results_path}: {name!r} must be an object, got {type(section).__name__} "
+                           f"{section!r:.80}; not an lmms-eval results file")
+    return section
+
+
 def _effective_samples(results: dict, task: str, results_path: Path) -> int | None:
     """n-samples[task].effective of results.json (the documents lmms-eval evaluated), None where absent."""
-    entry = (results.get("n-samples") or {}).get(task)
+    entry = _section(results, "n-samples", results_path).get(task)
     if not isinstance(entry, dict) or entry.get("effective") is None:
         return None
     try:
         return int(entry["effective"])
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: infinity
         raise RunDataError(f"{results_path}: n-samples of {task!r} is not a number: {entry!r}") from None
 
 
@@ -254,7 +267,7 @@ def _dropped(results: dict, task: str, results_path: Path) -> tuple[dict, ...]:
 
 def _accuracy(results: dict, task: str, results_path: Path) -> float | None:
     """results[task]["acc,none"], what lmms-eval reported for the task; None where it reported none."""
-    entry = (results.get("results") or {}).get(task)
+    entry = _section(results, "results", results_path).get(task)
     value = entry.get("acc,none") if isinstance(entry, dict) else None
     if value is None:
         return None
@@ -269,16 +282,18 @@ def _run_files_of(results_path: Path, skipped: list, samples_files: Sequence[Pat
     except OSError as e:
         raise RunDataError(f"{results_path}: cannot read it ({e.strerror})") from e
     try:
-        results = json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        results = read_json_text(raw, str(results_path), RunDataError)
+    except json.JSONDecodeError as e:
         raise RunDataError(f"{results_path}: not valid JSON ({e})") from e
     config = results.get("config") if isinstance(results, dict) else None
     if not isinstance(config, dict):
         raise RunDataError(f"{results_path}: no 'config' section; not an lmms-eval results file")
+    for name in ("configs", "n-samples", "results", "visdep"):
+        _section(results, name, results_path)
     model = run_model(results, results_path)
     prefix = results_path.name[: -len(RESULTS_SUFFIX)]
     date = str(results.get("date") or prefix)
-    configs = results.get("configs") or {}
+    configs = _section(results, "configs", results_path)
     samples = {p.name[len(prefix) + len("_samples_"): -len(".jsonl")]: p for p in samples_files
                if p.parent == results_path.parent and p.name.startswith(f"{prefix}_samples_")}
     for task in sorted(set(configs) - set(samples)):
@@ -286,6 +301,8 @@ def _run_files_of(results_path: Path, skipped: list, samples_files: Sequence[Pat
             raise RunDataError(f"{results_path}: task {task!r} has no samples file {prefix}_samples_{task}.jsonl; "
                                f"rerun it with --log_samples")
     limit = config.get("limit")
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int | float)):
+        raise RunDataError(f"{results_path}: config.limit {limit!r:.80} is not a number (lmms-eval's --limit)")
     sha = hashlib.sha256(raw).hexdigest()
     time, time_source = run_time(results, results_path)
     files = []

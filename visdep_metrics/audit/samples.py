@@ -38,7 +38,7 @@ from loguru import logger
 
 from lmms_eval_tasks.errors import VisdepError
 from lmms_eval_tasks.record import RecordVersionError, decode_samples, upgrade
-from lmms_eval_tasks.records import RecordError, as_int
+from lmms_eval_tasks.records import RecordError, as_int, read_json_text, unicode_text
 from visdep_metrics import provenance
 from visdep_metrics.audit.diagnostics import (
     answer_probability,
@@ -166,7 +166,7 @@ def _read_fast(data: bytes, descriptive: bool = True) -> _Columns:
     left to the careful reader, which names it."""
     try:
         same = msgspec.structs.asdict(_FIRST.decode(_first_line(data)).visdep)
-    except msgspec.DecodeError as e:
+    except (msgspec.DecodeError, RecursionError) as e:  # RecursionError: a field nested too deeply to skip
         raise _NeedsCarefulRead(f"first line: {e}") from e
     with _collector_paused():
         return _columns(data, same, descriptive)  # its records are freed on return, before the collector is back
@@ -175,8 +175,8 @@ def _read_fast(data: bytes, descriptive: bool = True) -> _Columns:
 def _columns(data: bytes, same: dict[str, str], descriptive: bool) -> _Columns:
     try:
         samples = decode_samples(data, same, without=() if descriptive else DESCRIPTIVE_FIELDS)
-    except msgspec.DecodeError as e:  # also a wrong type, a missing field, NaN (not JSON), an unknown version
-        raise _NeedsCarefulRead(str(e)) from e
+    except (msgspec.DecodeError, RecursionError) as e:  # also a wrong type, a missing field, NaN (not JSON), an
+        raise _NeedsCarefulRead(str(e)) from e            # unknown version, a field nested too deeply to skip
     if not samples:
         raise _NeedsCarefulRead("no sample")
     # map/attrgetter/chain iterate in C: a Python loop over the records would cost as much as the decoding.
@@ -201,17 +201,19 @@ def _columns(data: bytes, same: dict[str, str], descriptive: bool) -> _Columns:
 
 # --------------------------------------------------------------------------- careful: line by line
 def _destringify(value, where: str):
-    """A value lmms-eval stringified back into JSON data (a record or a list written as a string)."""
+    """A value lmms-eval stringified back into JSON data (a record or a list written as a string), its strings
+    checked as a file's are (`records.read_json_text`)."""
     if not isinstance(value, str):
         return value
     try:
-        return json.loads(value)
+        return read_json_text(value, where, RunDataError)
     except json.JSONDecodeError:
         pass
     try:
-        return ast.literal_eval(value)
-    except (ValueError, SyntaxError):
+        data = ast.literal_eval(value)
+    except (ValueError, SyntaxError, RecursionError, MemoryError):
         raise RunDataError(f"{where}: cannot read {value[:80]!r}") from None
+    return unicode_text(data, where, RunDataError)
 
 
 def _lines(data: bytes, path: Path):
@@ -221,9 +223,7 @@ def _lines(data: bytes, path: Path):
             continue
         where = f"{path}:{lineno}"
         try:
-            sample = json.loads(line)
-        except UnicodeDecodeError:
-            raise RunDataError(f"{where}: not UTF-8 text") from None
+            sample = read_json_text(line, where, RunDataError)
         except json.JSONDecodeError as e:
             raise RunDataError(f"{where}: not valid JSON ({e.msg}); the file looks truncated (a run that was killed or "
                                f"is still writing)") from None
@@ -426,7 +426,7 @@ def read_prompts(path: Path, question_ids: Sequence[str] | None) -> dict[str, st
     data = path.read_bytes()
     try:
         logged = {s.visdep.question_id: s.input for s in _PROMPTS.decode_lines(data)}
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, RecursionError):
         logged = {str(_record(sample, where).get("question_id")): sample.get("input")
                   for where, sample in _lines(data, path)}
     return {q: text if isinstance(text := logged.get(q), str) else None

@@ -3,7 +3,9 @@ from disk with no server and no network; contact sheets beside it in OUT/frames/
 
 from __future__ import annotations
 
+import base64
 import functools
+import hashlib
 import json
 import re
 import time
@@ -16,6 +18,14 @@ from visdep_metrics.audit.compute import Audit
 
 PAGE = "explorer.html"
 TEMPLATE = "template.html.j2"
+SCRIPT = "explorer.js"  # the page's own code, inlined beside the libraries
+# Every string of the page comes from data someone else wrote (benchmarks, samples files, model names), so no script
+# runs but the page's own three, each allowed by its hash ('unsafe-inline' is not allowed: an injected handler or
+# element would not run); nothing is fetched and images come from the page's folder (file:) or data: URLs.
+# Chromium honours form-action and base-uri in a <meta> policy; it never shipped navigate-to, so navigation is
+# limited by the page having no link or script from data (docs/explorer.md).
+POLICY = ("default-src 'none'; script-src {hashes}; style-src 'unsafe-inline'; img-src file: data:; font-src data:; "
+          "form-action 'none'; base-uri 'none'")
 
 
 @functools.cache
@@ -36,7 +46,13 @@ def _libraries() -> dict[str, str]:
     assignment = "window.DTBundle = {" + ", ".join(f"{json.dumps(k)}: {v}" for k, v in names.items()) + "};"
     return {"plotly": _inline(plotly.offline.get_plotlyjs()),
             "datatables": _inline(source[:exports.start()] + assignment + source[exports.end():]),
+            "page_script": _inline((Path(__file__).parent / SCRIPT).read_text(encoding="utf-8")),
             "datatables_css": bundle.with_suffix(".css").read_text(encoding="utf-8").replace("</", "<\\/")}
+
+
+def script_hash(script: str) -> str:
+    """The CSP source that allows one inline script: the base64 sha256 of its text as UTF-8."""
+    return f"'sha256-{base64.b64encode(hashlib.sha256(script.encode()).digest()).decode()}'"
 
 
 def _inline(script: str) -> str:
@@ -68,9 +84,10 @@ def render_page(data: dict) -> str:
     environment = jinja2.Environment(loader=jinja2.PackageLoader("visdep_metrics.explorer", "."),
                                      autoescape=jinja2.select_autoescape(["html", "j2"]))
     libraries = _libraries()
+    scripts = [libraries[name] for name in ("plotly", "datatables", "page_script")]
     return environment.get_template(TEMPLATE).render(
-        data=_safe_json(_clean(data)), plotly=libraries["plotly"], datatables=libraries["datatables"],
-        datatables_css=libraries["datatables_css"])
+        data=_safe_json(_clean(data)), plotly=scripts[0], datatables=scripts[1], page_script=scripts[2],
+        datatables_css=libraries["datatables_css"], policy=POLICY.format(hashes=" ".join(map(script_hash, scripts))))
 
 
 def write_explorer(audit: Audit, folder: Path, previous: Path | None = None,
