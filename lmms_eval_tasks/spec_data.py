@@ -1,7 +1,8 @@
 """A spec's benchmark: its records read through the spec, its videos, and its place in the registry.
 
-`register_spec(path)` reads a spec (`lmms_eval_tasks.spec`) and adds its benchmark to `loaders.BENCHMARKS`, so that
-`load_benchmark`, `resolve_video`, the video check and the subset export work on it as on a built-in one.
+`register_spec(path)` reads a spec (`lmms_eval_tasks.spec`) and opens its benchmark, a question source
+(`loaders.QuestionSource`) known by its name to this process (`loaders.open_source`), so that `load_benchmark`,
+`resolve_video`, the video check and the subset export work on it as on a built-in one.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import glob
 import json
 from pathlib import Path
 
-from lmms_eval_tasks.loaders import BENCHMARKS, Benchmark
+from lmms_eval_tasks.loaders import Benchmark, known_benchmarks, open_source
 from lmms_eval_tasks.records import LETTERS, Question, RecordError, answer_letter, answer_text, as_int
 from lmms_eval_tasks.rows import RowsError, read_rows
 from lmms_eval_tasks.shipped import config_file
@@ -223,17 +224,18 @@ def check_spec_videos(spec: BenchmarkSpec, root: Path) -> None:
 
 # --------------------------------------------------------------------------- registration
 def register_spec(path: str | Path) -> Benchmark:
-    """Read a spec and add its benchmark to `loaders.BENCHMARKS` (again for the same file: replaced, so an edited
-    spec is read anew). A name taken by a built-in benchmark or another spec is refused."""
+    """Read a spec and open its benchmark (again for the same file: replaced, so an edited spec is read anew). A
+    name taken by a built-in benchmark or another file's source is refused."""
     spec = read_spec(path)
-    existing = BENCHMARKS.get(spec.name)
-    if existing is not None and existing.spec != spec.path:
-        owner = "a built-in visdep benchmark" if existing.spec is None else f"the benchmark of {existing.spec}"
+    existing = known_benchmarks().get(spec.name)
+    if existing is not None and existing.reference() != {"spec": str(spec.path)}:
+        owner = ("a built-in visdep benchmark" if existing.reference() == {"benchmark": spec.name}
+                 else f"the benchmark of {next(iter(existing.reference().values()))}")
         raise spec_error(spec.path, "name", f"{spec.name!r} is already {owner}; choose another name")
     bench = Benchmark(spec.name, spec.root_variable, f"the files {spec.path.name} names",
                       functools.partial(read_spec_records, spec), spec=spec.path, default_root=spec.root_default,
                       find_video=find_spec_video, skip_unusable=spec.skip_unusable)
-    BENCHMARKS[spec.name] = bench
+    open_source(bench)
     _REGISTERED[spec.name] = spec
     return bench
 

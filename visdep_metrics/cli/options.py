@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from lmms_eval_tasks.errors import OptionError
-from lmms_eval_tasks.loaders import BENCHMARKS
+from lmms_eval_tasks.loaders import known_benchmarks
 
 
 def add_spec_argument(parser: argparse.ArgumentParser) -> None:
@@ -19,13 +19,14 @@ def add_spec_argument(parser: argparse.ArgumentParser) -> None:
 def benchmark_from_arguments(benchmark: str | None, spec_names: list[str]) -> str:
     """--benchmark, or the benchmark of the one --spec when --benchmark is not given."""
     if benchmark:
-        if benchmark not in BENCHMARKS:
-            raise OptionError(f"unknown benchmark {benchmark!r}; known: {', '.join(BENCHMARKS)} (a benchmark of your "
-                           f"own: --spec SPEC)")
+        if benchmark not in known_benchmarks():
+            raise OptionError(f"unknown benchmark {benchmark!r}; known: {', '.join(known_benchmarks())} (a benchmark "
+                              f"of your own: --spec SPEC)")
         return benchmark
     if len(spec_names) == 1:
         return spec_names[0]
-    raise OptionError(f"name the benchmark: --benchmark NAME (one of {', '.join(BENCHMARKS)}), or one --spec SPEC")
+    raise OptionError(f"name the benchmark: --benchmark NAME (one of {', '.join(known_benchmarks())}), or one --spec "
+                      f"SPEC")
 
 
 def add_stress_test_options(p: argparse.ArgumentParser) -> None:
