@@ -1,0 +1,128 @@
+"""An upstream lmms-eval task's YAML, found and loaded the way lmms-eval does it.
+
+lmms-eval's `TaskManager` finds a task's YAML by its name (the wheel's tasks, plus `include_path`); its
+`load_yaml_config` loads it with every `include` merged and every `!function utils.f` resolved, which executes the
+task folder's `utils.py`. That import is upstream code with side effects seen in lmms-eval 0.7.3: a KeyError on an
+unset `HF_HOME`, `decord` or `soundfile` imported at the top, an API client built at import, a hub download at
+import, `sys.exit`. `load_task` sets up what an import needs (HF_HOME) and turns every other failure into
+`TwinRefused` naming the task and what its import did, never a traceback.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import importlib.util
+import os
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from lmms_eval_tasks.errors import VisdepError
+
+DEFAULT_HF_HOME = "~/.cache/huggingface"
+# The load_dataset arguments of a task's dataset_kwargs that say where its documents are; the others (video,
+# cache_dir, token, force_download, create_link, From_YouTube...) drive lmms-eval's downloads, which a twin never
+# triggers (`video: True` alone snapshot-downloads the whole dataset repository).
+DATA_KWARGS = ("data_files", "data_dir")
+
+
+class TwinRefused(VisdepError):
+    """An upstream task visdep does not twin (or cannot load here); `reason` is the short text `--list` shows."""
+
+    def __init__(self, task: str, reason: str, detail: str = ""):
+        self.task, self.reason, self.detail = task, reason, detail
+        super().__init__(f"{task}: refused: {reason}" + (f" ({detail})" if detail else ""))
+
+
+@dataclass(frozen=True)
+class UpstreamTask:
+    """One upstream task's resolved configuration (what `load_yaml_config` returned) and where it came from."""
+
+    name: str
+    yaml_path: Path
+    config: dict[str, Any] = field(repr=False)
+
+    @property
+    def folder(self) -> str:
+        """The task's folder under lmms-eval's tasks (the benchmark's directory), or the YAML's own folder."""
+        return self.yaml_path.parent.name
+
+    @property
+    def yaml_sha256(self) -> str:
+        return hashlib.sha256(self.yaml_path.read_bytes()).hexdigest()
+
+    def specific_kwargs(self) -> dict[str, Any] | None:
+        """`lmms_eval_specific_kwargs` as lmms-eval hands them to `doc_to_text` for a model with no entry of its
+        own (api/task.py: the whole mapping updated with its `default`), pre and post prompts blanked: the twin
+        keeps the question and its options, and each visdep task adds its own prompt."""
+        given = self.config.get("lmms_eval_specific_kwargs")
+        if given is None:
+            return None
+        kwargs = dict(given)
+        if "default" in given:
+            kwargs.update(given["default"])
+        elif "dataset" in given:
+            kwargs.update(given["dataset"])
+        kwargs["pre_prompt"] = kwargs["post_prompt"] = ""
+        return kwargs
+
+
+def lmms_eval_version() -> str:
+    return metadata.version("lmms_eval")
+
+
+def tasks_root() -> Path:
+    """The folder of the tasks the installed lmms-eval ships."""
+    spec = importlib.util.find_spec("lmms_eval")
+    return Path(spec.submodule_search_locations[0]) / "tasks"
+
+
+@functools.lru_cache(maxsize=1)
+def task_index() -> dict[str, dict]:
+    """lmms-eval's own index of its tasks (name -> {'type', 'yaml_path'}), built once per process."""
+    from lmms_eval.tasks import TaskManager
+    from loguru import logger
+
+    logger.disable("lmms_eval")  # its index logs one DEBUG line per YAML it cannot read as a task
+    try:
+        return dict(TaskManager().task_index)
+    finally:
+        logger.enable("lmms_eval")
+
+
+def find_yaml(task: str) -> Path:
+    entry = task_index().get(task)
+    if entry is None:
+        raise VisdepError(f"{task}: not a task of lmms-eval {lmms_eval_version()} (`visdep twin --list` lists them)")
+    if entry.get("type") != "task" or not isinstance(entry.get("yaml_path"), str):
+        raise VisdepError(f"{task}: a {entry.get('type', 'group')} of lmms-eval, not one task; name its tasks")
+    return Path(entry["yaml_path"])
+
+
+def _import_failure(error: BaseException) -> str:
+    """What an upstream import did, as the reason `--list` shows (one per kind of failure)."""
+    cause = error
+    while isinstance(cause, ImportError) and cause.__cause__ is not None:  # lmms-eval wraps the real failure
+        cause = cause.__cause__
+    if isinstance(cause, ModuleNotFoundError):
+        return f"its utils.py imports {cause.name!r}, which is not installed"
+    if isinstance(cause, SystemExit):
+        return "its utils.py exits at import"
+    return f"its utils.py fails at import ({type(cause).__name__})"
+
+
+@functools.cache
+def load_task(task: str) -> UpstreamTask:
+    """The task's configuration with every `!function` resolved (its `utils.py` imported). Raises TwinRefused
+    naming what the import did where it fails; VisdepError for a name that is no task."""
+    path = find_yaml(task)
+    os.environ.setdefault("HF_HOME", os.path.expanduser(DEFAULT_HF_HOME))  # utils.py files read it at import
+    from lmms_eval.utils import load_yaml_config
+
+    try:
+        config = load_yaml_config(str(path), mode="full")
+    except (Exception, SystemExit) as e:  # noqa: BLE001 - upstream code: whatever it raises is a refusal
+        raise TwinRefused(task, _import_failure(e), f"{type(e).__name__}: {e}"[:300]) from None
+    return UpstreamTask(task, path, config)
