@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from lmms_eval_tasks.loaders import open_source
 from lmms_eval_tasks.records import BenchmarkDataError, Question, RecordError, fail
 from lmms_eval_tasks.task_yaml import source_task_yaml
 from lmms_eval_tasks.unusable import BenchmarkData, Unusable, by_reason
@@ -155,6 +156,18 @@ def open_twin(path: str | Path) -> TwinSource:
     return TwinSource(path, manifest, tuple(manifest.get("categories", ())))
 
 
+def open_twins(folders: Sequence[str | Path]) -> list[str]:
+    """Open every twin of each `visdep twin` output folder (a repeatable `--twin DIR`), known by name to this process
+    from then on; returns their benchmark names."""
+    names = []
+    for folder in folders:
+        found = sorted(Path(folder).expanduser().glob("*_twin.jsonl"))
+        if not found:
+            raise fail(folder, "holds no twin (<task>_twin.jsonl); write them with visdep twin TASK... --out DIR")
+        names += [open_source(open_twin(path)).name for path in found]
+    return names
+
+
 # --------------------------------------------------------------------------- writing
 def _check_ours(path: Path, overwrite: bool) -> None:
     if path.exists() and not overwrite and not path.read_text(encoding="utf-8").startswith(TWIN_YAML_HEADER):
@@ -174,13 +187,14 @@ def freeze_twin(twin, out_dir: str | Path, overwrite: bool = False) -> dict[str,
         _check_ours(files[mode], overwrite)
     name = twin_name(task)
     documents = [{**q.document(), "benchmark": name, UPSTREAM_DOC: doc}
-                 for q, doc in zip(questions, twin.upstream_docs, strict=True)]
+                 for q, doc in zip(questions, twin.documents, strict=True)]
     categories = reported_categories(questions)
     manifest = {
         "visdep_twin": TWIN_FORMAT, "task": task, "benchmark": twin.benchmark, "name": name,
-        "lmms_eval_version": twin.lmms_eval_version, "yaml_sha256": twin.yaml_sha256, "adapter": twin.adapter,
-        "questions": len(questions), "dropped": dict(by_reason(twin.unusable).most_common()),
-        "categories": categories,
+        "lmms_eval_version": twin.lmms_eval_version, "yaml_path": str(twin.yaml_path), "yaml_sha256": twin.yaml_sha256,
+        "adapter": twin.adapter, "split": twin.split, "read_from": twin.origin, "questions": len(questions),
+        "dropped": dict(by_reason(twin.unusable).most_common()),
+        "categories": categories, "notes": {what: len(ids) for what, ids in twin.notes.items()},
         "unusable": [{**u.entry(), "detail": u.detail} for u in twin.unusable],
     }
     files["questions"].parent.mkdir(parents=True, exist_ok=True)

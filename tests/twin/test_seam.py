@@ -89,9 +89,10 @@ def _upstream_twin(task: str, videos: dict[str, str]) -> types.SimpleNamespace:
                           options=["red", "green", "blue"], answer_index=i % 3, category=("near", "far")[i % 2])
                  for i, v in enumerate(["a", "b", "gone"])]
     return types.SimpleNamespace(
-        task=task, benchmark="Upstream Bench", questions=questions, adapter="generic", lmms_eval_version="0.7.3",
-        yaml_sha256="0" * 64, unusable=[Unusable("upstream record 7", "several correct answers", "x-7", "A, C")],
-        upstream_docs=[{"videoID": q.video, "path": videos.get(q.video)} for q in questions])
+        task=task, benchmark="upbench", questions=questions, adapter="generic", lmms_eval_version="0.7.3",
+        yaml_path=Path("/up/upbench.yaml"), yaml_sha256="0" * 64, split="test", origin="a test", notes={},
+        unusable=[Unusable("upstream record 7", "several correct answers", "x-7", "A, C")],
+        documents=[{"videoID": q.video, "path": videos.get(q.video)} for q in questions])
 
 
 @pytest.fixture

@@ -16,8 +16,15 @@ def add_spec_argument(parser: argparse.ArgumentParser) -> None:
                              "repeatable")
 
 
+def add_twin_argument(parser: argparse.ArgumentParser) -> None:
+    """`--twin DIR`, repeatable: `visdep twin` output folders, whose twins are opened before the command runs."""
+    parser.add_argument("--twin", action="append", default=[], metavar="DIR",
+                        help="a `visdep twin` output folder: the benchmarks of its twins of upstream lmms-eval tasks "
+                             "(<task>_visdep) are then known by name; repeatable")
+
+
 def benchmark_from_arguments(benchmark: str | None, spec_names: list[str]) -> str:
-    """--benchmark, or the benchmark of the one --spec when --benchmark is not given."""
+    """--benchmark, or the benchmark of the one --spec (or --twin) when --benchmark is not given."""
     if benchmark:
         if benchmark not in known_benchmarks():
             raise OptionError(f"unknown benchmark {benchmark!r}; known: {', '.join(known_benchmarks())} (a benchmark "
