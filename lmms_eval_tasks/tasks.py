@@ -139,11 +139,16 @@ def _without_unusable_videos(name: str, questions: list[Question]) -> tuple[list
     return kept, dropped
 
 
-def _documents(source: QuestionSource, mode: str, dataset):
-    """The task's documents as a `datasets.Dataset`: the usable questions (restricted to a subset's ids), after
-    checking the videos in video mode; what is left out is recorded for the results file."""
+def _documents(mode: str, dataset):
+    """The task's documents as a `datasets.Dataset`: the usable questions of the source its data file names
+    (restricted to a subset's ids), after checking the videos in video mode; what is left out is recorded for the
+    results file."""
     import datasets
 
+    try:
+        source = source_of_documents(dataset)
+    except BenchmarkDataError as e:
+        raise _fail(e) from None
     name = source.name
     questions, dropped = _in_subset(*_usable(source), dataset)
     if mode == "video":
@@ -191,20 +196,12 @@ def source_of_documents(dataset) -> QuestionSource:
 
 def docs_blind(dataset):
     """`process_docs` of every blind task: the documents of the source its data file names."""
-    try:
-        source = source_of_documents(dataset)
-    except BenchmarkDataError as e:
-        raise _fail(e) from None
-    return _documents(source, "blind", dataset)
+    return _documents("blind", dataset)
 
 
 def docs_video(dataset):
     """`process_docs` of every video task."""
-    try:
-        source = source_of_documents(dataset)
-    except BenchmarkDataError as e:
-        raise _fail(e) from None
-    return _documents(source, "video", dataset)
+    return _documents("video", dataset)
 
 
 # --------------------------------------------------------------------------- visuals
