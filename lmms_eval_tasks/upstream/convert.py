@@ -11,7 +11,7 @@ from lmms_eval_tasks.upstream.config import UpstreamTask
 from lmms_eval_tasks.upstream.generic import GenericPath
 from lmms_eval_tasks.upstream.video import video_identity
 
-ID_FIELDS = ("question_id", "qid", "question_uid", "uid", "id", "q_id", "index", "idx", "key")
+ID_FIELDS = ("question_id", "qid", "question_uid", "question_idx", "uid", "id", "q_id", "index", "idx", "key")
 CATEGORY_FIELDS = ("task_type", "question_type", "question_category", "category", "sub_task", "subtask",
                    "task_name", "dimension", "type", "domain")
 SOURCE_FIELDS = ("duration", "duration_group", "video_duration_type", "source")
