@@ -21,7 +21,7 @@ from typing import Any
 
 from lmms_eval_tasks.errors import VisdepError
 from lmms_eval_tasks.rows import SAVED_DATASET_MARKERS, SUFFIX_FORMATS
-from lmms_eval_tasks.upstream.config import DATA_KWARGS, TwinRefused, UpstreamTask
+from lmms_eval_tasks.upstream.config import DATA_KWARGS, TwinRefused, UpstreamTask, offline
 
 LOCAL_BUILDERS = ("json", "csv", "parquet", "arrow", "text", "pandas")
 
@@ -84,7 +84,7 @@ def _load(task: UpstreamTask, data: Path | None, split: str) -> tuple[Any, str]:
     if repo and Path(os.path.expanduser(str(repo))).exists():
         return _load_local(Path(os.path.expanduser(str(repo))), split, name), str(repo)
     try:
-        with _offline():
+        with offline():
             return (datasets.load_dataset(repo, name=name, cache_dir=_cache_dir(), **kwargs),
                     f"{repo} (the datasets cache)")
     except Exception as e:  # noqa: BLE001 - not cached, gated, renamed: say what to give instead
@@ -94,23 +94,6 @@ def _load(task: UpstreamTask, data: Path | None, split: str) -> tuple[Any, str]:
             + f", not in the datasets cache here ({type(e).__name__}); give a local copy with --data PATH "
               f"(a parquet/json/jsonl/csv file of split {split!r}, a save_to_disk folder, or the repository's "
               f"files)") from None
-
-
-class _offline:
-    """HF_HUB_OFFLINE/HF_DATASETS_OFFLINE for one read of the cache: a twin downloads nothing."""
-
-    names = ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")
-
-    def __enter__(self):
-        self.saved = {n: os.environ.get(n) for n in self.names}
-        os.environ.update({n: "1" for n in self.names})
-
-    def __exit__(self, *exc):
-        for n, v in self.saved.items():
-            if v is None:
-                os.environ.pop(n, None)
-            else:
-                os.environ[n] = v
 
 
 def _pick_split(loaded, split: str, where: str):
@@ -150,7 +133,8 @@ def read_documents(task: UpstreamTask, data: str | Path | None = None) -> Docume
     process_docs = task.config.get("process_docs")
     if callable(process_docs):
         try:
-            dataset = process_docs(dataset)
+            with offline():
+                dataset = process_docs(dataset)
         except (Exception, SystemExit) as e:  # noqa: BLE001 - upstream code
             raise UpstreamDataError(f"{task.name}: its process_docs fails on {origin} "
                                     f"({type(e).__name__}: {str(e)[:200]})") from None

@@ -20,11 +20,11 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from lmms_eval_tasks.records import LETTERS, RecordError, answer_text
-from lmms_eval_tasks.upstream.config import UpstreamTask
+from lmms_eval_tasks.upstream.config import UpstreamTask, offline
 
 _OPTION_LINE = re.compile(r"^\s*(?:\(([A-Z])\)|([A-Z])\s*[.):：])\s*(.*?)\s*$")
 _LETTER_PREFIX = re.compile(r"^\s*(?:\(([A-Z])\)|([A-Z])\s*[.):：])\s*", re.S)
-_MEDIA_TOKEN = re.compile(r"<\s*(?:image|video|audio)\s*>", re.I)
+_MEDIA_TOKEN = re.compile(r"<\s*(?:image|video|audio|media)(?:_\d+)?\s*>", re.I)
 # Instruction lines: what the task says about answering, not what it asks.
 _INSTRUCTION = re.compile(
     r"\b(select|choose|pick|respond|reply|answer)\b.*\b(options?|letters?|choices?|alternatives?)\b"
@@ -34,8 +34,8 @@ _LABEL = re.compile(r"^\s*(question|q)\s*[:：]\s*", re.I)
 PADDING = ("", "N/A", "n/a", "None")
 
 
-def _normal(text: Any) -> str:
-    """Compared text: whitespace runs as one space, no letter marker, stripped."""
+def normal_text(text: Any) -> str:
+    """Text as compared: whitespace runs as one space, stripped."""
     return " ".join(str(text).split())
 
 
@@ -47,7 +47,8 @@ def render(task: UpstreamTask, doc: dict) -> str:
     kwargs = task.specific_kwargs()
     try:
         if callable(doc_to_text):
-            text = doc_to_text(doc, kwargs) if kwargs is not None else doc_to_text(doc)
+            with offline():
+                text = doc_to_text(doc, kwargs) if kwargs is not None else doc_to_text(doc)
         elif isinstance(doc_to_text, str):
             text = doc[doc_to_text] if doc_to_text in doc else apply_template(doc_to_text, doc)
         else:
@@ -69,7 +70,7 @@ def parse(text: str) -> tuple[list[str], list[str]]:
     for i, line in enumerate(lines):
         match = _OPTION_LINE.match(line)
         letter = match and (match.group(1) or match.group(2))
-        if match and letter == LETTERS[len(current)]:
+        if match and len(current) < len(LETTERS) and letter == LETTERS[len(current)]:
             current.append((i, match.group(3)))
         else:
             if len(current) >= 2:
@@ -86,7 +87,7 @@ def parse(text: str) -> tuple[list[str], list[str]]:
 
 def _instruction(line: str, constant: frozenset[str]) -> bool:
     """A line the task wraps every question in: the same above most documents' options, or an instruction."""
-    return _normal(line) in constant or bool(_INSTRUCTION.search(line))
+    return normal_text(line) in constant or bool(_INSTRUCTION.search(line))
 
 
 def stem(above: list[str], doc: Mapping, options: list[str], constant: frozenset[str] = frozenset()) -> str:
@@ -94,14 +95,14 @@ def stem(above: list[str], doc: Mapping, options: list[str], constant: frozenset
     the stem is that field, and every other line must be an instruction: a prompt that also carries other text
     (subtitles, a caption, a summary of the video) would leak it into a blind run, and is refused. Where none is, the
     stem is the lines that are no instruction."""
-    block = _normal(" ".join(above))
-    option_texts = {_normal(o) for o in options}
-    anchors = sorted((str(v).strip() for v in doc.values() if isinstance(v, str) and _normal(v)
-                      and _normal(v) not in option_texts and _normal(v) in block), key=len, reverse=True)
+    block = normal_text(" ".join(above))
+    option_texts = {normal_text(o) for o in options}
+    anchors = sorted((str(v).strip() for v in doc.values() if isinstance(v, str) and normal_text(v)
+                      and normal_text(v) not in option_texts and normal_text(v) in block), key=len, reverse=True)
     if anchors:
-        anchor = _normal(anchors[0])
-        rest = [line for line in above if _normal(line) not in anchor]
-        rest = [_normal(line).replace(anchor, "").strip() if anchor in _normal(line) else line for line in rest]
+        anchor = normal_text(anchors[0])
+        rest = [line for line in above if normal_text(line) not in anchor]
+        rest = [normal_text(line).replace(anchor, "").strip() if anchor in normal_text(line) else line for line in rest]
         extra = [line for line in rest if line and not _instruction(line, constant) and not _LABEL.fullmatch(line)]
         if extra:
             raise RecordError("the prompt carries text beyond the question and the task's instructions (a blind "
@@ -117,12 +118,12 @@ def constant_lines(blocks: list[list[str]]) -> frozenset[str]:
         return frozenset()
     counts: dict[str, int] = {}
     for block in blocks:
-        for line in {_normal(line) for line in block}:
+        for line in {normal_text(line) for line in block}:
             counts[line] = counts.get(line, 0) + 1
     return frozenset(line for line, n in counts.items() if n * 2 > len(blocks))
 
 
-def _without_letter(value: Any, position: int) -> str:
+def without_letter(value: Any, position: int) -> str:
     """An option as a document stores it, without the letter it may carry ('A. x' at position 0 -> 'x')."""
     text = str(value)
     match = _LETTER_PREFIX.match(text)
@@ -131,19 +132,52 @@ def _without_letter(value: Any, position: int) -> str:
     return text
 
 
+def _lettered_lines(text: str) -> list | None:
+    """The options of a text that is nothing but lettered lines ('A. x\nB. y'), else None."""
+    lines = [line for line in text.splitlines() if line.strip()]
+    matches = [_OPTION_LINE.match(line) for line in lines]
+    if len(lines) < 2 or not all(matches):
+        return None
+    if [m.group(1) or m.group(2) for m in matches] != list(LETTERS[: len(lines)]):
+        return None
+    return [m.group(3) for m in matches]
+
+
+def _option_text(value: Any) -> Any:
+    """An option a record holds as {label, text} or {modality, input}: its text (other values as they are)."""
+    if isinstance(value, Mapping):
+        for key in ("text", "input"):
+            if isinstance(value.get(key), str):
+                return value[key]
+    return value
+
+
 def _as_list(value: Any) -> list | None:
-    if isinstance(value, str) and value.strip()[:1] in ("[", "{"):
+    """The options a value holds: a list of texts, of {label, text} records, a letter -> text mapping, a mapping of
+    numbered keys (option_0, option_1...), a list or mapping written as text, or lettered lines as one text."""
+    if isinstance(value, str):
+        if value.strip()[:1] not in ("[", "{"):
+            return _lettered_lines(value)
         try:
             value = ast.literal_eval(value.strip())
         except (ValueError, SyntaxError, MemoryError, RecursionError):
             return None
     if isinstance(value, Mapping):
-        keys = [str(k).strip().upper() for k in value]
-        if keys and keys == list(LETTERS[: len(keys)]):
-            return list(value.values())
+        keys = [str(k).strip() for k in value]
+        if keys and [k.upper() for k in keys] == list(LETTERS[: len(keys)]):
+            return [_option_text(v) for v in value.values()]
+        numbers = [re.search(r"(\d+)$", k) for k in keys]
+        if len(keys) >= 2 and all(numbers):
+            order = [int(n.group(1)) for n in numbers]
+            if sorted(order) in (list(range(len(keys))), list(range(1, len(keys) + 1))):
+                return [v for _, v in sorted(zip(order, value.values(), strict=True))]
         return None
-    if isinstance(value, (list, tuple)) and len(value) >= 2 and all(isinstance(v, (str, int, float)) for v in value):
-        return list(value)
+    if isinstance(value, (list, tuple)) and len(value) >= 2:
+        if all(isinstance(v, Mapping) for v in value):
+            texts = [_option_text(v) for v in value]
+            return None if any(isinstance(v, Mapping) for v in texts) else texts
+        if all(isinstance(v, (str, int, float)) for v in value):
+            return list(value)
     return None
 
 
@@ -175,10 +209,10 @@ def option_fields(doc: Mapping) -> dict[str, list]:
 
 def cross_check(options: list[str], doc: Mapping) -> str:
     """The field whose options the parsed ones are; RecordError where none holds them."""
-    parsed = [_normal(o) for o in options]
+    parsed = [normal_text(o) for o in options]
     fields = option_fields(doc)
     for name, values in fields.items():
-        texts = [_normal(_without_letter(v, k)) for k, v in enumerate(values)]
+        texts = [normal_text(without_letter(v, k)) for k, v in enumerate(values)]
         while texts and texts[-1] in PADDING and len(texts) > len(parsed):
             texts.pop()
         if texts == parsed:
@@ -198,7 +232,8 @@ def target(task: UpstreamTask, doc: dict) -> Any:
         if isinstance(doc_to_target, str):
             return doc[doc_to_target] if doc_to_target in doc else apply_template(doc_to_target, doc)
         if callable(doc_to_target):
-            return doc_to_target(doc)
+            with offline():
+                return doc_to_target(doc)
     except (Exception, SystemExit) as e:  # noqa: BLE001 - upstream code
         raise RecordError("the upstream doc_to_target fails on the record", f"{type(e).__name__}: {e}"[:300]) \
             from None
@@ -225,7 +260,7 @@ def gold_index(value: Any, options: list[str]) -> int:
     lettered = _LETTER_PREFIX.match(text)
     if lettered:
         index = LETTERS.index(lettered.group(1) or lettered.group(2))
-        if index < len(options) and _normal(text[lettered.end():]) == _normal(options[index]):
+        if index < len(options) and normal_text(text[lettered.end():]) == normal_text(options[index]):
             return index
     return answer_text(text, options)
 
@@ -244,12 +279,40 @@ class GenericPath:
         blocks = []
         for doc in docs:
             try:
-                blocks.append(parse(render(task, doc))[0])
+                text = render(task, doc)
+                blocks.append([line for line in text.splitlines() if line.strip()]
+                              if task.config.get("doc_to_choice") is not None else parse(text)[0])
             except RecordError:
                 continue
         self.constant = constant_lines(blocks)
 
     def convert(self, task: UpstreamTask, doc: dict) -> tuple[str, list[str], int]:
+        if task.config.get("doc_to_choice") is not None:  # lmms-eval's own multiple_choice: it lists the options
+            options = [str(c) for c in choices(task, doc)]
+            above = [line for line in render(task, doc).splitlines() if line.strip()]
+            return stem(above, doc, options, self.constant), options, gold_index(target(task, doc), options)
         above, options = parse(render(task, doc))
         cross_check(options, doc)
         return stem(above, doc, options, self.constant), options, gold_index(target(task, doc), options)
+
+
+def choices(task: UpstreamTask, doc: dict) -> list:
+    """The task's `doc_to_choice` for `doc` (a function, a field, a template or a list), as lmms-eval reads it."""
+    from lmms_eval.utils import apply_template
+
+    doc_to_choice = task.config.get("doc_to_choice")
+    try:
+        if callable(doc_to_choice):
+            value = doc_to_choice(doc)
+        elif isinstance(doc_to_choice, str):
+            value = doc[doc_to_choice] if doc_to_choice in doc else ast.literal_eval(apply_template(doc_to_choice, doc))
+        else:
+            value = doc_to_choice
+    except (Exception, SystemExit) as e:  # noqa: BLE001 - upstream code
+        raise RecordError("the upstream doc_to_choice fails on the record", f"{type(e).__name__}: {e}"[:300]) \
+            from None
+    if isinstance(value, Mapping):
+        value = list(value.values())
+    if not isinstance(value, (list, tuple)):
+        raise RecordError("the upstream doc_to_choice gives no list of options", repr(value)[:200])
+    return list(value)

@@ -17,7 +17,7 @@ from typing import Any
 from unittest import mock
 
 from lmms_eval_tasks.records import RecordError
-from lmms_eval_tasks.upstream.config import UpstreamTask, load_task
+from lmms_eval_tasks.upstream.config import UpstreamTask, load_task, offline
 
 VIDEO_FIELDS = ("video", "video_path", "video_name", "videoID", "video_id", "video_file", "vid", "video_uid")
 
@@ -57,7 +57,8 @@ def video_identity(task: UpstreamTask, doc: dict) -> str | None:
     """The path `doc_to_visual` names first for `doc`, relative to the task's video folder where it lies under it;
     else the document's video field; None where neither gives one."""
     try:
-        with mock.patch("os.path.exists", return_value=True), mock.patch("os.path.isfile", return_value=True):
+        with offline(), mock.patch("os.path.exists", return_value=True), \
+                mock.patch("os.path.isfile", return_value=True):
             path = _one_path(_call_doc_to_visual(task, doc))
     except (Exception, SystemExit):  # noqa: BLE001 - upstream code; the field below names the video instead
         path = None
@@ -81,7 +82,8 @@ def resolve_video(task: str, upstream_doc: dict) -> str:
     path that is not there."""
     upstream = load_task(task)
     try:
-        returned = _call_doc_to_visual(upstream, upstream_doc)
+        with offline():
+            returned = _call_doc_to_visual(upstream, upstream_doc)
     except SystemExit as e:
         raise RecordError("the upstream doc_to_visual exits (the video is missing)", str(e.code)[:300]) from None
     except RecordError:

@@ -59,6 +59,10 @@ def test_stem_without_a_field_drops_the_tasks_constant_lines():
     {"A": "Bread.", "B": "Doughnut."},
     {"choices": {"A": "Bread.", "B": "Doughnut."}},
     {"options": "['Bread.', 'Doughnut.']"},
+    {"options": "A. Bread.\nB. Doughnut."},
+    {"options": [{"label": "A", "text": "Bread."}, {"label": "B", "text": "Doughnut."}]},
+    {"options": {"A": {"modality": "text", "input": "Bread."}, "B": {"modality": "text", "input": "Doughnut."}}},
+    {"options": {"option_0": "Bread.", "option_1": "Doughnut."}},
 ])
 def test_cross_check_finds_the_options_in_each_form_a_document_holds_them(doc):
     assert cross_check(["Bread.", "Doughnut."], doc)
