@@ -8,10 +8,10 @@
 
 usable as `lmms-eval --include_path out_dir --tasks mmau_video_grounded`. The YAMLs load the same
 official data through the same functions as the full tasks (the ids file replaces the placeholder
-data file, and `process_docs` keeps the listed ids), so they need the same `*_ROOT` variable and
-no absolute path. The ids file is the task's split named by the suffix, which is how the task functions know
-the subset task's name. For a benchmark of a spec each id line also names the spec file, by its absolute path,
-as the full task's data file does.
+data file, and `process_docs` keeps the listed ids), so they need the same `*_ROOT` variable. Each id line also
+names the question source as the full task's data file does (`QuestionSource.reference`: the built-in benchmark,
+or a spec's or a twin's file by its absolute path). The ids file is the task's split named by the suffix, which is
+how the task functions know the subset task's name.
 """
 
 from __future__ import annotations
@@ -22,21 +22,14 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from lmms_eval_tasks.loaders import get_benchmark
-from lmms_eval_tasks.records import BenchmarkDataError
-from lmms_eval_tasks.task_yaml import FULL_SPLIT, TASKS_DIR, spec_task_path, task_yaml
+from lmms_eval_tasks.task_yaml import FULL_SPLIT, task_yaml
 
 _SUFFIX = re.compile(r"^[a-z][a-z0-9_]*$")
 
 
 def full_task_file(benchmark: str, mode: str) -> Path:
-    """The full task's YAML: the built-in file, or the one `visdep spec init` wrote beside a benchmark's spec."""
-    spec = get_benchmark(benchmark).spec
-    if spec is None:
-        return TASKS_DIR / benchmark / f"{benchmark}_{mode}.yaml"
-    path = spec_task_path(spec, benchmark, mode)
-    if not path.is_file():
-        raise BenchmarkDataError(f"{path}: not found; write the tasks of {benchmark} first: visdep spec init {spec}")
-    return path
+    """The full task's YAML: the built-in file, or the one `visdep spec init` or `visdep twin` wrote."""
+    return get_benchmark(benchmark).task_file(mode)
 
 
 def write_subset_tasks(out_dir: str | Path, benchmark: str, question_ids: Iterable[str], suffix: str,
@@ -44,7 +37,7 @@ def write_subset_tasks(out_dir: str | Path, benchmark: str, question_ids: Iterab
     """Write the id list and the blind and video `<benchmark>_<mode>_<suffix>` task YAMLs.
 
     Returns the written paths. An empty subset is refused: lmms-eval cannot run a task without documents."""
-    spec = get_benchmark(benchmark).spec
+    source = get_benchmark(benchmark)
     if not _SUFFIX.match(suffix) or suffix == FULL_SPLIT:
         raise ValueError(f"suffix {suffix!r}: use lowercase letters, digits and underscores (not {FULL_SPLIT!r})")
     ids = [str(q) for q in question_ids]
@@ -55,9 +48,8 @@ def write_subset_tasks(out_dir: str | Path, benchmark: str, question_ids: Iterab
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     ids_file = out / f"{benchmark}_{suffix}_ids.jsonl"
-    # a spec's benchmark: each line also names the spec, which the task's documents are read through
-    names_spec = {"spec": str(spec)} if spec is not None else {}
-    ids_file.write_text("".join(json.dumps({"question_id": q, **names_spec}) + "\n" for q in ids))
+    # each line also names the source, which the task's documents are read through
+    ids_file.write_text("".join(json.dumps({"question_id": q, **source.reference()}) + "\n" for q in ids))
     written = [ids_file]
     for mode in ("blind", "video"):
         comments = [f"{benchmark}_{mode} restricted to {len(ids)} question(s) listed in {ids_file.name}.",

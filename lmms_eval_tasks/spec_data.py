@@ -1,7 +1,8 @@
 """A spec's benchmark: its records read through the spec, its videos, and its place in the registry.
 
-`register_spec(path)` reads a spec (`lmms_eval_tasks.spec`) and adds its benchmark to `loaders.BENCHMARKS`, so that
-`load_benchmark`, `resolve_video`, the video check and the subset export work on it as on a built-in one.
+`register_spec(path)` reads a spec (`lmms_eval_tasks.spec`) and opens its benchmark, a question source
+(`loaders.QuestionSource`) known by its name to this process (`loaders.open_source`), so that `load_benchmark`,
+`resolve_video`, the video check and the subset export work on it as on a built-in one.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import glob
 import json
 from pathlib import Path
 
-from lmms_eval_tasks.loaders import BENCHMARKS, Benchmark
+from lmms_eval_tasks.loaders import Benchmark, known_benchmarks, open_source
 from lmms_eval_tasks.records import LETTERS, Question, RecordError, answer_letter, answer_text, as_int
 from lmms_eval_tasks.roots import OutsideRootError, under_root
 from lmms_eval_tasks.rows import RowsError, read_rows
@@ -77,7 +78,7 @@ def _extract(spec: BenchmarkSpec, record: dict) -> None:
         record.update(match.groupdict())
 
 
-def _option_list(spec: BenchmarkSpec, record: dict) -> list:
+def option_list(spec: BenchmarkSpec, record: dict) -> list:
     if spec.lettered:
         try:
             return split_lettered_options(str(spec.options.render(record)), spec.n_options)
@@ -97,7 +98,7 @@ def _option_list(spec: BenchmarkSpec, record: dict) -> list:
     return list(value)
 
 
-def _answer(spec: BenchmarkSpec, value, raw_options: list[str | None]) -> tuple[list[str], int]:
+def options_and_answer(spec: BenchmarkSpec, value, raw_options: list[str | None]) -> tuple[list[str], int]:
     """The options without padding, and the answer's position among them. An index or letter names a position
     among the options as read; a text is looked for among the options left once padding is dropped."""
     kept = [k for k, o in enumerate(raw_options) if o is not None and o not in spec.drop_options]
@@ -155,8 +156,8 @@ def _question_id(spec: BenchmarkSpec, record: dict) -> str:
 
 
 def _spec_question(spec: BenchmarkSpec, record: dict, data: BenchmarkData, root: Path) -> Question:
-    raw_options = [None if missing(o) else str(o).strip() for o in _option_list(spec, record)]
-    options, answer = _answer(spec, spec.fields["answer"].render(record), raw_options)
+    raw_options = [None if missing(o) else str(o).strip() for o in option_list(spec, record)]
+    options, answer = options_and_answer(spec, spec.fields["answer"].render(record), raw_options)
     if spec.n_options is not None and len(options) != spec.n_options:
         raise RecordError("key 'n_options': another number of options than declared",
                           f"{spec.n_options} declared, the record has {len(options)}: {options!r}")
@@ -239,17 +240,18 @@ def check_spec_videos(spec: BenchmarkSpec, root: Path) -> None:
 
 # --------------------------------------------------------------------------- registration
 def register_spec(path: str | Path) -> Benchmark:
-    """Read a spec and add its benchmark to `loaders.BENCHMARKS` (again for the same file: replaced, so an edited
-    spec is read anew). A name taken by a built-in benchmark or another spec is refused."""
+    """Read a spec and open its benchmark (again for the same file: replaced, so an edited spec is read anew). A
+    name taken by a built-in benchmark or another file's source is refused."""
     spec = read_spec(path)
-    existing = BENCHMARKS.get(spec.name)
-    if existing is not None and existing.spec != spec.path:
-        owner = "a built-in visdep benchmark" if existing.spec is None else f"the benchmark of {existing.spec}"
+    existing = known_benchmarks().get(spec.name)
+    if existing is not None and existing.reference() != {"spec": str(spec.path)}:
+        owner = ("a built-in visdep benchmark" if existing.reference() == {"benchmark": spec.name}
+                 else f"the benchmark of {next(iter(existing.reference().values()))}")
         raise spec_error(spec.path, "name", f"{spec.name!r} is already {owner}; choose another name")
     bench = Benchmark(spec.name, spec.root_variable, f"the files {spec.path.name} names",
                       functools.partial(read_spec_records, spec), spec=spec.path, default_root=spec.root_default,
                       find_video=find_spec_video, skip_unusable=spec.skip_unusable)
-    BENCHMARKS[spec.name] = bench
+    open_source(bench)
     _REGISTERED[spec.name] = spec
     return bench
 

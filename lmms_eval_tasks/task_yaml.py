@@ -1,5 +1,5 @@
-"""The one writer of task YAMLs that are not the built-in files: a spec's blind and video tasks (`visdep spec init`)
-and exported subsets (`lmms_eval_tasks.export`).
+"""The one writer of task YAMLs that are not the built-in files: a spec's blind and video tasks (`visdep spec init`),
+an upstream task's twins (`visdep twin`) and exported subsets (`lmms_eval_tasks.export`).
 
 The built-in YAMLs (`<benchmark>/<benchmark>_<mode>.yaml`) are static files that include `_default_template_yaml`.
 A written task is self-contained: a comment, its name, tag and data file, then the template's keys that the task's
@@ -19,7 +19,7 @@ TASKS_DIR = Path(__file__).resolve().parent
 TEMPLATE = TASKS_DIR / "_default_template_yaml"
 FULL_SPLIT = "test"  # the split of a full task's data file; a subset's is named by its suffix
 # Beside the spec, `visdep spec init` writes <name>_blind.yaml, <name>_video.yaml and this data file, whose one
-# line names the spec: lmms-eval hands it to `tasks.spec_docs_*`, which read the spec it names.
+# line names the spec: lmms-eval hands it to `tasks.docs_*`, which read the spec it names.
 SPEC_DATA_FILE_SUFFIX = "_spec.jsonl"
 SPEC_YAML_HEADER = "# visdep spec task"
 
@@ -65,18 +65,24 @@ def spec_task_path(spec_path: Path, name: str, mode: str) -> Path:
     return Path(spec_path).parent / f"{name}_{mode}.yaml"
 
 
-def spec_task_yaml(spec: BenchmarkSpec, mode: str, categories: list[str]) -> str:
-    """The text of `<name>_<mode>.yaml`: the spec's document function and accuracy per category."""
+def source_task_yaml(comment: str, name: str, mode: str, data_file: str, categories: list[str]) -> str:
+    """The text of a full `<name>_<mode>` task of a question source its data file names: the generic document
+    function, and accuracy overall and per category."""
     metrics = ["metric_list:", "  - metric: acc", "    aggregation: mean", "    higher_is_better: true"]
     for category in categories:
         metrics += [f"  - metric: {category_metric(category)}  # {category}", "    aggregation: mean",
                     "    higher_is_better: true"]
-    own = [f"process_docs: !function lmms_eval_tasks.tasks.spec_docs_{mode}",
+    own = [f"process_docs: !function lmms_eval_tasks.tasks.docs_{mode}",
            f"doc_to_visual: !function lmms_eval_tasks.tasks.doc_to_visual_{mode}",
            f"process_results: !function lmms_eval_tasks.tasks.process_results_{mode}", *metrics]
+    return task_yaml([comment], f"{name}_{mode}", data_file, own)
+
+
+def spec_task_yaml(spec: BenchmarkSpec, mode: str, categories: list[str]) -> str:
+    """The text of `<name>_<mode>.yaml`: the spec's document function and accuracy per category."""
     comment = (f"{SPEC_YAML_HEADER.removeprefix('# ')} from {spec.path.name}: rerun `visdep spec init "
                f"{spec.path.name}` after editing the spec or moving this folder.")
-    return task_yaml([comment], f"{spec.name}_{mode}", f"{spec.name}{SPEC_DATA_FILE_SUFFIX}", own)
+    return source_task_yaml(comment, spec.name, mode, f"{spec.name}{SPEC_DATA_FILE_SUFFIX}", categories)
 
 
 def write_spec_tasks(spec: BenchmarkSpec, categories: list[str], overwrite: bool = False) -> list[Path]:

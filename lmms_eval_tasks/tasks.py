@@ -1,8 +1,9 @@
 """Everything the task YAMLs reference: documents, prompt, choices, visuals, results.
 
-One implementation for all tasks; each YAML names its benchmark through the function it picks
-(`mmau_docs_video`, ...; a benchmark of a spec: `spec_docs_video`, which reads the spec its data file names).
-Blind and video tasks of a benchmark share documents, prompt, choices and ids: they differ in `doc_to_visual`,
+One implementation for all tasks. Every task's documents come from `docs_blind` / `docs_video`, which open the
+question source its data file names (`source_of_documents`: a built-in benchmark, a spec, an upstream task's twin;
+`lmms_eval_tasks.loaders.QuestionSource`). Blind and video tasks of a benchmark share documents, prompt, choices and
+ids: they differ in `doc_to_visual`,
 in the video task checking up front that every video exists, and in the `mode` written into each sample's
 `visdep` record. Records a benchmark's files hold but that cannot be used, and (video tasks) questions whose video
 cannot be used, stop the run naming them all, or with the switch (`lmms_eval_tasks.unusable`) are left out and
@@ -26,10 +27,9 @@ from pathlib import Path
 from loguru import logger
 
 from lmms_eval_tasks.evaluation_hooks import current
-from lmms_eval_tasks.loaders import read_benchmark, resolve_video, skip_unusable
+from lmms_eval_tasks.loaders import BENCHMARKS, QuestionSource, open_source, resolve_video, skip_unusable
 from lmms_eval_tasks.record import new_record
 from lmms_eval_tasks.records import LETTERS, BenchmarkDataError, Question
-from lmms_eval_tasks.spec import SpecError
 from lmms_eval_tasks.spec_data import register_spec
 from lmms_eval_tasks.task_yaml import FULL_SPLIT, category_metric
 from lmms_eval_tasks.unusable import SHOWN, SKIP_ENV, Unusable, UnusableRecordsError, write_unusable
@@ -90,11 +90,12 @@ def _task_name(name: str, mode: str, dataset) -> str:
     return f"{name}_{mode}" if split == FULL_SPLIT else f"{name}_{mode}_{split}"
 
 
-def _usable(name: str) -> tuple[list[Question], list[Unusable]]:
+def _usable(source: QuestionSource) -> tuple[list[Question], list[Unusable]]:
     """The benchmark's usable questions and the records left out, or the error naming every unusable record (the
     full list beside lmms-eval's output where the error names only the first few)."""
+    name = source.name
     try:
-        data = read_benchmark(name)
+        data = source.read()
         return data.usable(skip_unusable(name)), list(data.unusable)
     except UnusableRecordsError as e:
         out = current().output_path
@@ -138,12 +139,18 @@ def _without_unusable_videos(name: str, questions: list[Question]) -> tuple[list
     return kept, dropped
 
 
-def _documents(name: str, mode: str, dataset):
-    """The task's documents as a `datasets.Dataset`: the usable questions (restricted to a subset's ids), after
-    checking the videos in video mode; what is left out is recorded for the results file."""
+def _documents(mode: str, dataset):
+    """The task's documents as a `datasets.Dataset`: the usable questions of the source its data file names
+    (restricted to a subset's ids), after checking the videos in video mode; what is left out is recorded for the
+    results file."""
     import datasets
 
-    questions, dropped = _in_subset(*_usable(name), dataset)
+    try:
+        source = source_of_documents(dataset)
+    except BenchmarkDataError as e:
+        raise _fail(e) from None
+    name = source.name
+    questions, dropped = _in_subset(*_usable(source), dataset)
     if mode == "video":
         questions, video_dropped = _without_unusable_videos(name, questions)
         dropped += video_dropped
@@ -151,84 +158,50 @@ def _documents(name: str, mode: str, dataset):
     return datasets.Dataset.from_list([q.document() for q in questions])
 
 
-def spec_of_documents(dataset) -> Path:
-    """The spec a task's data file names (the full task's one line, or a subset's id list)."""
-    if dataset is None or "spec" not in dataset.column_names or not len(dataset):
-        raise SpecError("the task's data file names no spec: rerun `visdep spec init SPEC` to write the task YAMLs")
-    paths = set(dataset["spec"])
-    if len(paths) != 1:
-        raise SpecError(f"the task's data file names several specs: {sorted(paths)}")
-    (path,) = paths
-    if not Path(path).is_file():
-        raise SpecError(f"the task's data file names the spec {path}, which does not exist (moved?): rerun "
-                        f"`visdep spec init SPEC` where it is now")
-    return Path(path)
+# What a task's data file says to name its source, checked in this order (each line of a subset's id list says it
+# too): `Benchmark.reference` and `lmms_eval_tasks.twin.TwinSource.reference`.
+SOURCE_KEYS = ("twin", "spec", "benchmark")
 
 
-def spec_docs_blind(dataset):
-    """Documents of a benchmark described by a spec (`visdep spec init` writes the YAMLs that name this); the spec
-    is registered here, as this process may not have seen it."""
-    return _documents(register_spec(spec_of_documents(dataset)).name, "blind", dataset)
+def _open(key: str, value: str) -> QuestionSource:
+    if key == "benchmark":
+        if value not in BENCHMARKS:
+            raise BenchmarkDataError(f"the task's data file names the benchmark {value!r}, which visdep does not "
+                                     f"have; built-in: {', '.join(BENCHMARKS)}")
+        return BENCHMARKS[value]
+    if not Path(value).is_file():
+        rerun = "visdep spec init SPEC" if key == "spec" else "visdep twin TASK --out DIR"
+        raise BenchmarkDataError(f"the task's data file names the {key} {value}, which does not exist (moved?): "
+                                 f"rerun `{rerun}` where it is now")
+    if key == "spec":
+        return register_spec(value)
+    from lmms_eval_tasks.twin import open_twin
+
+    return open_source(open_twin(value))
 
 
-def spec_docs_video(dataset):
-    return _documents(register_spec(spec_of_documents(dataset)).name, "video", dataset)
+def source_of_documents(dataset) -> QuestionSource:
+    """The question source a task's data file names (the full task's one line, or every line of a subset's id
+    list), opened and known by its name to this process (`doc_to_visual_video` finds it so)."""
+    columns = [] if dataset is None else [k for k in SOURCE_KEYS if k in dataset.column_names]
+    if not columns or not len(dataset):
+        raise BenchmarkDataError("the task's data file names no question source (a benchmark, spec or twin): "
+                                 "rewrite the task (visdep spec init, visdep twin) or export it again")
+    key = columns[0]
+    values = set(dataset[key])
+    if len(values) != 1 or None in values:
+        raise BenchmarkDataError(f"the task's data file names several {key}s: {sorted(map(str, values))}")
+    return _open(key, str(next(iter(values))))
 
 
-def mmau_docs_blind(dataset):
-    return _documents("mmau", "blind", dataset)
+def docs_blind(dataset):
+    """`process_docs` of every blind task: the documents of the source its data file names."""
+    return _documents("blind", dataset)
 
 
-def mmau_docs_video(dataset):
-    return _documents("mmau", "video", dataset)
-
-
-def vru_accident_docs_blind(dataset):
-    return _documents("vru_accident", "blind", dataset)
-
-
-def vru_accident_docs_video(dataset):
-    return _documents("vru_accident", "video", dataset)
-
-
-def trafficqa_docs_blind(dataset):
-    return _documents("trafficqa", "blind", dataset)
-
-
-def trafficqa_docs_video(dataset):
-    return _documents("trafficqa", "video", dataset)
-
-
-def accidentbench_docs_blind(dataset):
-    return _documents("accidentbench", "blind", dataset)
-
-
-def accidentbench_docs_video(dataset):
-    return _documents("accidentbench", "video", dataset)
-
-
-def videomme_docs_blind(dataset):
-    return _documents("videomme", "blind", dataset)
-
-
-def videomme_docs_video(dataset):
-    return _documents("videomme", "video", dataset)
-
-
-def longvideobench_docs_blind(dataset):
-    return _documents("longvideobench", "blind", dataset)
-
-
-def longvideobench_docs_video(dataset):
-    return _documents("longvideobench", "video", dataset)
-
-
-def mlvu_docs_blind(dataset):
-    return _documents("mlvu", "blind", dataset)
-
-
-def mlvu_docs_video(dataset):
-    return _documents("mlvu", "video", dataset)
+def docs_video(dataset):
+    """`process_docs` of every video task."""
+    return _documents("video", dataset)
 
 
 # --------------------------------------------------------------------------- visuals
@@ -239,7 +212,7 @@ def doc_to_visual_blind(doc: dict) -> list:
 def doc_to_visual_video(doc: dict) -> list[str]:
     """[absolute path]: an mp4 (what lmms-eval's own video models take) or an MM-AU frame folder.
     Frame sampling is the model adapter's job."""
-    path = resolve_video(doc["benchmark"], doc["video"])
+    path = resolve_video(doc["benchmark"], doc["video"], doc["question_id"])
     if not path.exists():
         raise FileNotFoundError(f"video of question {doc['question_id']!r} not found: {path}")
     return [str(path)]

@@ -2,7 +2,9 @@
 them; `loaders.resolve_video` says where a question's video is).
 
 A benchmark's `video` paths are relative to its video folder: a video file, or a frame folder (MM-AU's
-`images/000001.jpg`, DADA's `0001.png`) whose frames are ordered by the number in their names.
+`images/000001.jpg`, DADA's `0001.png`) whose frames are ordered by the number in their names. An upstream task's
+twin finds each video through the upstream task (`lmms_eval_tasks.twin`), which may fail for a question: that video
+cannot be used either, for the reason it gave.
 """
 
 from __future__ import annotations
@@ -13,8 +15,8 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from lmms_eval_tasks.loaders import get_benchmark, resolve_video, video_root
-from lmms_eval_tasks.records import Question
+from lmms_eval_tasks.loaders import get_benchmark, resolve_video
+from lmms_eval_tasks.records import Question, RecordError
 from lmms_eval_tasks.roots import OUTSIDE_ROOT, OutsideRootError, under_root
 from lmms_eval_tasks.unusable import Unusable
 
@@ -69,14 +71,18 @@ def probe_video(path: Path) -> None:
 
 def video_problems(name: str, questions: Sequence[Question]) -> dict[str, tuple[str, str]]:
     """{video as the annotation names it: (reason, what was found)} over the distinct videos of `questions`: not
-    found, an empty or unreadable file, a folder without frames (each opened, its header read)."""
+    found, an empty or unreadable file, a folder without frames (each opened, its header read), or a video its
+    source cannot find (the source's reason)."""
     problems = {}
-    videos = sorted({q.video for q in questions})
-    for rel in tqdm(videos, desc=f"visdep: checking the {name} videos", unit="video", disable=len(videos) < 500):
+    videos = {}
+    for q in questions:  # each video through the first question that asks about it
+        videos.setdefault(q.video, q.question_id)
+    for rel in tqdm(sorted(videos), desc=f"visdep: checking the {name} videos", unit="video",
+                    disable=len(videos) < 500):
         try:
-            path = resolve_video(name, rel)
-        except OutsideRootError as e:
-            problems[rel] = (e.reason, e.detail)
+            path = resolve_video(name, rel, videos[rel])
+        except RecordError as e:
+            problems[rel] = (e.reason, e.detail or e.reason)
             continue
         try:
             probe_video(path)
@@ -86,11 +92,17 @@ def video_problems(name: str, questions: Sequence[Question]) -> dict[str, tuple[
     return problems
 
 
+def _where(name: str, question: Question) -> str:
+    try:
+        return str(resolve_video(name, question.video, question.question_id))
+    except RecordError:
+        return question.video
+
+
 def unusable_questions(name: str, questions: Sequence[Question],
                        problems: dict[str, tuple[str, str]]) -> list[Unusable]:
     """One entry per question whose video is in `problems`, `where` the video's path."""
-    root = video_root(name)
-    return [Unusable(str(root / q.video), problems[q.video][0], q.question_id, problems[q.video][1])
+    return [Unusable(_where(name, q), problems[q.video][0], q.question_id, problems[q.video][1])
             for q in questions if q.video in problems]
 
 
@@ -101,8 +113,8 @@ def describe_video_problems(name: str, questions: Sequence[Question], problems: 
     outside = sum(reason == OUTSIDE_ROOT for reason, _ in problems.values())
     shown = "\n".join(f"  {rel}: {why}" for rel, (_, why) in list(problems.items())[:10])
     more = f"\n  ... and {len(problems) - 10} more" if len(problems) > 10 else ""
-    spec = get_benchmark(name).spec
-    origin = f"\n  (the videos are fields.video of {spec}, under {video_root(name)})" if spec is not None else ""
+    origin = get_benchmark(name).video_origin()
+    origin = f"\n  ({origin})" if origin else ""
     counts = f"{missing} not found, " + (f"{outside} not under the root, " if outside else "")
     return (f"{len(problems)} of {n_videos} videos of {name} cannot be used ({counts}"
             f"{len(problems) - missing - outside} unreadable), asked about in {n_questions} questions:\n{shown}{more}"

@@ -66,9 +66,9 @@ def test_every_benchmark_refuses_a_video_out_of_its_root(name, tree):
     for video in [*hostile_forms(tree).values(), "/nonexistent/CAP-DATA/1/2/000001/images",
                   "../DADA-DATA/1/001/images"]:
         with pytest.raises(OutsideRootError) as caught:  # not NotImplementedError from a glob of an absolute pattern
-            bench.video_path(tree["root"], video)
+            bench.video_path(video, root=tree["root"])
         assert repr(video) in caught.value.detail
-    assert bench.video_path(tree["root"], "videos/inside.mp4").resolve() == (tree["root"] / "videos/inside.mp4")
+    assert bench.video_path("videos/inside.mp4", root=tree["root"]).resolve() == (tree["root"] / "videos/inside.mp4")
 
 
 def test_the_tasks_and_the_video_check_refuse_them(tree, monkeypatch):

@@ -13,7 +13,7 @@ import yaml
 from lmms_eval_tasks import discovery
 from lmms_eval_tasks.discovery import task_name_clashes
 from lmms_eval_tasks.layouts import write_mp4
-from lmms_eval_tasks.loaders import BENCHMARKS, load_benchmark
+from lmms_eval_tasks.loaders import load_benchmark
 from lmms_eval_tasks.records import BenchmarkDataError
 from lmms_eval_tasks.spec import SpecError, read_spec
 from lmms_eval_tasks.spec_data import check_spec_videos, register_spec
@@ -316,8 +316,9 @@ def test_task_names_lmms_eval_already_has_are_refused(tmp_path):
 
 # --------------------------------------------------------------------------- tasks, export, command line
 def test_init_writes_tasks_that_name_the_spec_and_export_follows(tmp_path, monkeypatch):
+    from lmms_eval_tasks import loaders
     from lmms_eval_tasks.export import write_subset_tasks
-    from lmms_eval_tasks.tasks import spec_docs_blind
+    from lmms_eval_tasks.tasks import docs_blind
 
     monkeypatch.setattr(discovery, "lmms_eval_task_names", lambda: frozenset())  # lmms-eval's index: slow test
     _csv(tmp_path, _csv_rows(lambda r: "ABC"[r["a"]]))
@@ -325,23 +326,23 @@ def test_init_writes_tasks_that_name_the_spec_and_export_follows(tmp_path, monke
     assert main(["spec", "init", str(spec), "--no-videos"]) == 0
     blind = yaml.safe_load((tmp_path / "shapes_blind.yaml").read_text().replace("!function", ""))
     assert blind["task"] == "shapes_blind" and blind["dataset_kwargs"]["data_files"]["test"] == "shapes_spec.jsonl"
-    assert blind["process_docs"] == "lmms_eval_tasks.tasks.spec_docs_blind"
+    assert blind["process_docs"] == "lmms_eval_tasks.tasks.docs_blind"
     assert [m["metric"] for m in blind["metric_list"]] == ["acc", "acc_motion", "acc_colour", "acc_speed"]
     assert json.loads((tmp_path / "shapes_spec.jsonl").read_text()) == {"spec": str(spec.resolve())}
 
     import datasets
 
     # lmms-eval hands process_docs the data file: the spec it names is read (and registered) from there
-    BENCHMARKS.pop("shapes")
-    documents = spec_docs_blind(datasets.Dataset.from_list([{"spec": str(spec.resolve())}]))
+    loaders._OPENED.pop("shapes")
+    documents = docs_blind(datasets.Dataset.from_list([{"spec": str(spec.resolve())}]))
     assert documents["question_id"] == [r["question_id"] for r in EXPECTED]
     paths = write_subset_tasks(tmp_path / "tasks", "shapes", ["q-3", "q-1"], "grounded")
     assert [json.loads(line) for line in paths[0].read_text().splitlines()] == [
         {"question_id": "q-3", "spec": str(spec.resolve())}, {"question_id": "q-1", "spec": str(spec.resolve())}]
     grounded = yaml.safe_load(paths[2].read_text().replace("!function", ""))
-    assert grounded["process_docs"] == "lmms_eval_tasks.tasks.spec_docs_video"
+    assert grounded["process_docs"] == "lmms_eval_tasks.tasks.docs_video"
     assert [m["metric"] for m in grounded["metric_list"]] == ["acc", "acc_motion", "acc_colour", "acc_speed"]
-    subset = spec_docs_blind(datasets.Dataset.from_list([json.loads(x) for x in paths[0].read_text().splitlines()]))
+    subset = docs_blind(datasets.Dataset.from_list([json.loads(x) for x in paths[0].read_text().splitlines()]))
     assert subset["question_id"] == ["q-1", "q-3"]  # the benchmark's order
 
 

@@ -68,13 +68,14 @@ def test_the_release_read_as_published(release):
 
 
 def _placeholder() -> datasets.Dataset:
-    """What lmms-eval hands process_docs for a full task: the placeholder data file as split 'test'."""
-    return datasets.Dataset.from_list([{"subset": "all"}], split="test")
+    """What lmms-eval hands process_docs for the full mlvu task: its data file (naming the benchmark) as split
+    'test'."""
+    return datasets.Dataset.from_list([{"benchmark": "mlvu"}], split="test")
 
 
 def test_without_the_switch_the_task_stops_naming_every_record(release):
     with pytest.raises(UnusableRecordsError) as error:
-        tasks.mlvu_docs_blind(_placeholder())
+        tasks.docs_blind(_placeholder())
     assert "1_plotQA.json record 2 (1_plotQA/2)" in str(error.value)
     assert "1_plotQA.json record 3 (1_plotQA/3)" in str(error.value)
     assert evaluation_hooks.current().dropped == {}
@@ -82,8 +83,8 @@ def test_without_the_switch_the_task_stops_naming_every_record(release):
 
 def test_with_the_switch_blind_and_video_share_documents_and_record_what_they_leave_out(release, monkeypatch):
     monkeypatch.setenv("VISDEP_SKIP_UNUSABLE", "1")
-    blind = tasks.mlvu_docs_blind(_placeholder())
-    video = tasks.mlvu_docs_video(_placeholder())
+    blind = tasks.docs_blind(_placeholder())
+    video = tasks.docs_video(_placeholder())
     assert blind["question_id"] == video["question_id"] == ["1_plotQA/0", "1_plotQA/1", "2_needle/0"]
     records = [{"question_id": "1_plotQA/2", "where": f"{release / '1_plotQA.json'} record 2",
                 "reason": "the answer is the text of two or more candidates"},
@@ -93,16 +94,16 @@ def test_with_the_switch_blind_and_video_share_documents_and_record_what_they_le
 
     # a missing video leaves its questions out of the video task only, recorded the same way
     (release.parent / "video" / "2_needle" / "c.mp4").unlink()
-    video = tasks.mlvu_docs_video(_placeholder())
+    video = tasks.docs_video(_placeholder())
     assert video["question_id"] == ["1_plotQA/0", "1_plotQA/1"]
     assert evaluation_hooks.current().dropped["mlvu_video"] == [*records, {
         "question_id": "2_needle/0", "where": str(release.parent / "video" / "2_needle" / "c.mp4"),
         "reason": "the video is not found"}]
 
     # an exported subset: its data file is the split named by its suffix, so its own name is known
-    subset = datasets.Dataset.from_list([{"question_id": "2_needle/0"}, {"question_id": "1_plotQA/3"}],
-                                        split="grounded")
-    assert tasks.mlvu_docs_blind(subset)["question_id"] == ["2_needle/0"]
+    subset = datasets.Dataset.from_list([{"question_id": "2_needle/0", "benchmark": "mlvu"},
+                                         {"question_id": "1_plotQA/3", "benchmark": "mlvu"}], split="grounded")
+    assert tasks.docs_blind(subset)["question_id"] == ["2_needle/0"]
     assert evaluation_hooks.current().dropped["mlvu_blind_grounded"] == [records[1]]
 
 
@@ -114,7 +115,7 @@ def test_many_unusable_records_are_listed_in_full_beside_the_output(tmp_path, mo
     monkeypatch.delenv("VISDEP_SKIP_MISSING_VIDEOS", raising=False)
     with evaluation_hooks.evaluating(evaluation_hooks.Evaluation(output_path=tmp_path / "out")), \
             pytest.raises(UnusableRecordsError) as error:
-        tasks.mlvu_docs_blind(_placeholder())
+        tasks.docs_blind(_placeholder())
     listed = tmp_path / "out" / "visdep_unusable_mlvu.jsonl"
     assert f"All 12 are listed in {listed}" in str(error.value) and "... and 2 more" in str(error.value)
     lines = [json.loads(line) for line in listed.read_text().splitlines()]

@@ -10,8 +10,7 @@ import math
 import pandas as pd
 import pytest
 
-from lmms_eval_tasks import spec_data
-from lmms_eval_tasks.loaders import BENCHMARKS
+from lmms_eval_tasks import loaders, spec_data
 from lmms_eval_tasks.records import Question
 from visdep_metrics.cli.main import main
 from visdep_metrics.tst.health import (
@@ -116,7 +115,7 @@ def planted_benchmark(tmp_path):
                     "fields:\n  question_id: '{id}'\n  question: '{question}'\n"
                     "  options: ['{o0}', '{o1}', '{o2}', '{o3}']\n  answer: '{answer}'\n  video: 'v/{clip}.mp4'\n")
     yield spec, rows
-    BENCHMARKS.pop("planted", None)
+    loaders._OPENED.pop("planted", None)
     spec_data._REGISTERED.pop("planted", None)
 
 

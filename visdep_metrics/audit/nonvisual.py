@@ -18,7 +18,7 @@ import pandas as pd
 from numpy.typing import ArrayLike
 
 from lmms_eval_tasks.errors import VisdepError
-from lmms_eval_tasks.loaders import BENCHMARKS
+from lmms_eval_tasks.loaders import known_benchmarks
 
 S_X_COLUMNS = ("question_id", "category", "n_options", "s", "s_minus_chance", "fold", "correct")
 
@@ -48,8 +48,9 @@ def read_stress_test(folder: str | Path) -> StressTest:
         raise StressTestError(f"{summary_path}: not valid JSON ({e})") from e
     except OSError as e:
         raise StressTestError(f"{summary_path}: cannot read it ({e.strerror})") from e
-    if not isinstance(summary, dict) or summary.get("benchmark") not in BENCHMARKS:
-        raise StressTestError(f"{summary_path}: 'benchmark' must be one of {', '.join(BENCHMARKS)}")
+    known = known_benchmarks()
+    if not isinstance(summary, dict) or summary.get("benchmark") not in known:
+        raise StressTestError(f"{summary_path}: 'benchmark' must be one of {', '.join(known)}")
     try:
         scores = pd.read_csv(s_x, dtype={"question_id": str})
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as e:

@@ -24,7 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from loguru import logger
 
-from lmms_eval_tasks.loaders import BENCHMARKS
+from lmms_eval_tasks.loaders import known_benchmarks
 from visdep_metrics.audit.runs import ModelInfo, RunFile, find_run_files, latest_runs, name_models
 from visdep_metrics.audit.samples import PERCENT_ABSENT, RunDataError, Samples, read_samples
 from visdep_metrics.provenance import HashCache
@@ -103,7 +103,7 @@ class RunPlan:
     @property
     def by_benchmark(self) -> dict[str, list[RunFile]]:
         """The files of each benchmark, benchmarks in the registry's order."""
-        found = {b: [f for f in self.used if f.benchmark == b] for b in BENCHMARKS}
+        found = {b: [f for f in self.used if f.benchmark == b] for b in known_benchmarks()}
         return {b: files for b, files in found.items() if files}
 
     @property
@@ -185,7 +185,7 @@ def plan_runs(run_dirs: Sequence[str | Path], labels: dict[str, str] | None = No
 def read_task_run(file: RunFile, hashes: HashCache | None = None, descriptive: bool = True) -> TaskRun:
     """One samples file, read (`descriptive`: with each question's category and source) and checked against its
     results file."""
-    samples = read_samples(file.samples_path, tuple(BENCHMARKS), hashes, descriptive)
+    samples = read_samples(file.samples_path, tuple(known_benchmarks()), hashes, descriptive)
     if (samples.benchmark, samples.mode) != (file.benchmark, file.mode):
         raise RunDataError(f"{file.samples_path}: its first record said {file.benchmark} {file.mode} when the audit "
                            f"found the runs, its records now say {samples.benchmark} {samples.mode}: the file changed "

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from loguru import logger
 
-from lmms_eval_tasks.loaders import BENCHMARKS
+from lmms_eval_tasks.loaders import known_benchmarks
 from lmms_eval_tasks.records import read_json_text
 from model_adapters.settings import score_settings
 from visdep_metrics.audit.samples import MODES, RunDataError, first_record, read_samples
@@ -330,8 +330,9 @@ def _first_record(path: Path) -> dict[str, str]:
     record = first_record(path) or {}
     peeked = {name: None if record.get(name) is None else str(record[name]) for name in ("benchmark", "mode",
                                                                                          "scoring")}
-    if None in peeked.values() or peeked["benchmark"] not in BENCHMARKS or peeked["mode"] not in MODES:
-        samples = read_samples(path, tuple(BENCHMARKS))
+    known = tuple(known_benchmarks())
+    if None in peeked.values() or peeked["benchmark"] not in known or peeked["mode"] not in MODES:
+        samples = read_samples(path, known)
         peeked = {"benchmark": samples.benchmark, "mode": samples.mode, "scoring": samples.scoring}
     return peeked
 

@@ -349,7 +349,8 @@ def _single(values: set, allowed: Sequence[str], path: Path, name: str) -> str:
         raise RunDataError(f"{path}: one samples file must hold one {name}, found {sorted(map(str, values))}")
     (value,) = values
     if value not in allowed:
-        raise RunDataError(f"{path}: unknown {name} {value!r}; expected one of {', '.join(allowed)}")
+        known = " (a spec's benchmark: --spec SPEC; an upstream task's twin: --twin DIR)" if name == "benchmark" else ""
+        raise RunDataError(f"{path}: unknown {name} {value!r}; expected one of {', '.join(allowed)}{known}")
     return value
 
 

@@ -12,7 +12,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from lmms_eval_tasks.loaders import BENCHMARKS
+from lmms_eval_tasks.loaders import known_benchmarks
 from visdep_metrics.audit.compute import Audit
 from visdep_metrics.audit.intervals import ALL, evaluation_models
 
@@ -65,14 +65,16 @@ def markdown(header: list[str], rows: list[list]) -> str:
 
 
 def name(benchmark: str) -> str:
-    return BENCHMARKS[benchmark].title if benchmark in BENCHMARKS else benchmark
+    known = known_benchmarks()
+    return known[benchmark].title if benchmark in known else benchmark
 
 
 def ordered(present) -> list[str]:
     """The benchmarks among `present` in the report's order: the traffic four as the paper lists them, then every
     other registered one (general VideoQA, specs), then any the registry does not know."""
     present = set(present)
-    others = [b for b in BENCHMARKS if b not in PAPER_ORDER] + sorted(present - set(BENCHMARKS))
+    known = known_benchmarks()
+    others = [b for b in known if b not in PAPER_ORDER] + sorted(present - set(known))
     return [b for b in (*PAPER_ORDER, *others) if b in present]
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from visdep_metrics.cli.options import add_spec_argument
+from visdep_metrics.cli.options import add_spec_argument, add_twin_argument
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -50,6 +50,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="where a benchmark's videos are, for the explorer's frames (default: its root variable, "
                         "e.g. VRU_ACCIDENT_ROOT, as lmms-eval found them); repeatable")
     add_spec_argument(p)  # runs of a benchmark of your own: its spec makes the benchmark known
+    add_twin_argument(p)  # runs of upstream tasks' twins: their folder makes them known
     p.set_defaults(func=_audit)
 
 
@@ -71,13 +72,16 @@ def _audit(args) -> int:
     # Imported here: `visdep --help` should not pay for pandas, scipy and matplotlib.
     from lmms_eval_tasks.shipped import config_file
     from lmms_eval_tasks.spec_data import register_specs
+    from lmms_eval_tasks.twin import open_twins
     from visdep_metrics.audit.compute import run_audit
     from visdep_metrics.audit.report import check_out_dir, write_audit
 
     panel = config_file(args.panel, "panels") if args.panel else None
-    inputs = [*args.run_dirs, *args.tst, *([panel] if panel else []), *(config_file(s, "specs") for s in args.spec)]
+    inputs = [*args.run_dirs, *args.tst, *([panel] if panel else []), *(config_file(s, "specs") for s in args.spec),
+              *args.twin]
     check_out_dir(args.out, inputs)  # before the long read of the runs
     register_specs(args.spec)
+    open_twins(args.twin)
     audit = run_audit(args.run_dirs, panel_path=panel, tau=args.tau, max_hits=args.max_hits, tst_dirs=args.tst,
                       baseline=args.baseline, labels=dict(args.label),
                       textual_evidence=args.textual_evidence)

@@ -23,6 +23,7 @@ COMMAND_MODULES = [
     "visdep_metrics.cli.demo",
     "visdep_metrics.cli.tst",
     "visdep_metrics.cli.spec",
+    "visdep_metrics.cli.twin",
     "visdep_metrics.cli.data",
     "visdep_metrics.cli.explore",
     "visdep_metrics.cli.store",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from lmms_eval_tasks.errors import OptionError
-from lmms_eval_tasks.loaders import BENCHMARKS
+from lmms_eval_tasks.loaders import known_benchmarks
 
 
 def add_spec_argument(parser: argparse.ArgumentParser) -> None:
@@ -16,16 +16,24 @@ def add_spec_argument(parser: argparse.ArgumentParser) -> None:
                              "repeatable")
 
 
+def add_twin_argument(parser: argparse.ArgumentParser) -> None:
+    """`--twin DIR`, repeatable: `visdep twin` output folders, whose twins are opened before the command runs."""
+    parser.add_argument("--twin", action="append", default=[], metavar="DIR",
+                        help="a `visdep twin` output folder: the benchmarks of its twins of upstream lmms-eval tasks "
+                             "(<task>_visdep) are then known by name; repeatable")
+
+
 def benchmark_from_arguments(benchmark: str | None, spec_names: list[str]) -> str:
-    """--benchmark, or the benchmark of the one --spec when --benchmark is not given."""
+    """--benchmark, or the benchmark of the one --spec (or --twin) when --benchmark is not given."""
     if benchmark:
-        if benchmark not in BENCHMARKS:
-            raise OptionError(f"unknown benchmark {benchmark!r}; known: {', '.join(BENCHMARKS)} (a benchmark of your "
-                           f"own: --spec SPEC)")
+        if benchmark not in known_benchmarks():
+            raise OptionError(f"unknown benchmark {benchmark!r}; known: {', '.join(known_benchmarks())} (a benchmark "
+                              f"of your own: --spec SPEC)")
         return benchmark
     if len(spec_names) == 1:
         return spec_names[0]
-    raise OptionError(f"name the benchmark: --benchmark NAME (one of {', '.join(BENCHMARKS)}), or one --spec SPEC")
+    raise OptionError(f"name the benchmark: --benchmark NAME (one of {', '.join(known_benchmarks())}), or one --spec "
+                      f"SPEC")
 
 
 def add_stress_test_options(p: argparse.ArgumentParser) -> None:

@@ -8,7 +8,14 @@ from pathlib import Path
 from lmms_eval_tasks.errors import OptionError, VisdepError
 from lmms_eval_tasks.loaders import BENCHMARKS, load_benchmark
 from lmms_eval_tasks.spec_data import register_specs
-from visdep_metrics.cli.options import add_spec_argument, add_stress_test_options, benchmark_from_arguments, tst_config
+from lmms_eval_tasks.twin import open_twins
+from visdep_metrics.cli.options import (
+    add_spec_argument,
+    add_stress_test_options,
+    add_twin_argument,
+    benchmark_from_arguments,
+    tst_config,
+)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -43,6 +50,7 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--benchmark", help=f"one of {', '.join(BENCHMARKS)}, or the name of a --spec benchmark "
                                        f"(default: the benchmark of the one --spec)")
     add_spec_argument(p)
+    add_twin_argument(p)
     p.add_argument("--root", default=None, help="benchmark root (default: its *_ROOT environment variable)")
     p.add_argument("--out", required=True, help="output folder: new, empty, or an earlier output of the same command "
                                                 "(checked before anything runs)")
@@ -51,13 +59,13 @@ def _add_common(p: argparse.ArgumentParser) -> None:
 
 def _load(args) -> list:
     """The questions of --benchmark (or of the one --spec); an unknown or missing benchmark is an input error."""
-    args.benchmark = benchmark_from_arguments(args.benchmark, register_specs(args.spec))
+    args.benchmark = benchmark_from_arguments(args.benchmark, register_specs(args.spec) + open_twins(args.twin))
     return load_benchmark(args.benchmark, args.root)
 
 
 def _inputs(args) -> list:
     """What OUT may not hold: the specs, the benchmark root, TsT-LLM's checkpoint."""
-    return [*args.spec, *(path for path in (args.root, getattr(args, "model", None)) if path)]
+    return [*args.spec, *args.twin, *(path for path in (args.root, getattr(args, "model", None)) if path)]
 
 
 def _tst(args) -> int:

@@ -80,7 +80,7 @@ def score_setting(adapters: dict, text_llms: Sequence[str], vlms: Sequence[str],
     bench = get_benchmark("vru_accident")
 
     def video_of(doc: dict) -> list[str]:  # as the task finds it, with VRU_ACCIDENT_ROOT=root
-        return [str(bench.video_path(root, doc["video"]))]
+        return [str(bench.video_path(doc["video"], root=root))]
 
     planted = pd.read_csv(root / "planted.csv").set_index("question_id").loc[[d["question_id"] for d in docs]]
     planted = planted.reset_index()

@@ -33,18 +33,15 @@ def _video_path(benchmark: str, video: str, roots: Mapping[str, Path]) -> Path |
     """The video of a samples record, found as its benchmark finds it (`Benchmark.video_path`): None where the root
     is not set or not there, the video is not found, or it is not under the root (named in the log: a record that
     points out of its root is refused, nothing of it reaches OUT)."""
-    from lmms_eval_tasks.loaders import get_benchmark, video_root
-    from lmms_eval_tasks.roots import OutsideRootError
+    from lmms_eval_tasks.loaders import get_benchmark
+    from lmms_eval_tasks.records import RecordError
 
     try:
-        bench = get_benchmark(benchmark)
-        root = Path(roots[benchmark]) if benchmark in roots else video_root(benchmark)
-    except (ValueError, OSError):  # the benchmark's root is not set or not there: no frames to show
-        return None
-    try:
-        path = bench.video_path(root, video)
-    except OutsideRootError as e:
+        path = get_benchmark(benchmark).video_path(video, root=Path(roots[benchmark]) if benchmark in roots else None)
+    except RecordError as e:  # out of its root (OutsideRootError), or a twin's upstream found none: said, not shown
         logger.warning(f"explorer: no frames of benchmark {benchmark}'s video: {e}")
+        return None
+    except (ValueError, OSError):  # the benchmark's root is not set or not there: no frames to show
         return None
     return path if path.exists() else None
 

@@ -1,0 +1,106 @@
+"""`list_upstream`: every video task of the installed lmms-eval with its benchmark and status, and what a video run
+gets from `resolve_video` (the upstream `doc_to_visual`, its exits and odd returns caught)."""
+
+from __future__ import annotations
+
+import collections
+
+import pytest
+
+from lmms_eval_tasks.records import RecordError
+from lmms_eval_tasks.upstream import list_upstream, resolve_video
+from lmms_eval_tasks.upstream.catalog import (
+    ADAPTER,
+    AUTOMATIC,
+    IMAGES,
+    NO_GOLD,
+    NOT_MC,
+)
+from lmms_eval_tasks.upstream.config import TwinRefused, load_task
+from lmms_eval_tasks.upstream.video import _one_path
+
+pytestmark = pytest.mark.slow  # lmms-eval's task index (about 12 s)
+
+
+@pytest.fixture(scope="module")
+def listing():
+    return {s.task: s for s in list_upstream()}
+
+
+def test_every_status_is_automatic_adapter_or_a_refusal_with_its_reason(listing):
+    for s in listing.values():
+        assert s.status in (AUTOMATIC, ADAPTER) or (s.status.startswith("refused: ") and len(s.status) > 12), s
+        assert s.line().count("\t") == 2
+
+
+@pytest.mark.parametrize(("task", "folder", "status"), [
+    ("videomme", "videomme", AUTOMATIC), ("longvideobench_val_v", "longvideobench", AUTOMATIC),
+    ("mlvu_dev", "mlvu", AUTOMATIC), ("tomato", "tomato", ADAPTER), ("vsibench", "vsibench", ADAPTER),
+    ("mlvu_test", "mlvu", NO_GOLD), ("youcook2_val", "youcook2", NOT_MC),
+    ("videomme_w_subtitle", "videomme", "refused: a subtitle variant (its prompt carries the video's speech)"),
+])
+def test_known_tasks_have_their_status(listing, task, folder, status):
+    assert (listing[task].benchmark, listing[task].status) == (folder, status)
+
+
+def test_image_tasks_are_not_listed_or_refused_as_images(listing):
+    assert "mmmu_val" not in listing and "videomme" in listing
+    assert listing["site_bench_image"].status == IMAGES  # its doc_to_visual's module reads videos too
+
+
+def test_at_least_sixty_multiple_choice_benchmarks_are_twinned(listing):
+    """A benchmark is multiple-choice with public gold where one of its video tasks is neither open-ended nor
+    without public answers nor an image variant; it is twinned where one of its tasks is automatic or adapter."""
+    by_benchmark = collections.defaultdict(list)
+    for s in listing.values():
+        by_benchmark[s.benchmark].append(s.status)
+    multiple_choice = {b for b, statuses in by_benchmark.items()
+                       if any(st not in (NOT_MC, NO_GOLD, IMAGES) for st in statuses)}
+    twinned = {b for b in multiple_choice if {AUTOMATIC, ADAPTER} & set(by_benchmark[b])}
+    assert len(twinned) >= 60, sorted(multiple_choice - twinned)
+
+
+def test_resolve_video_finds_the_file_where_the_upstream_task_looks(offline_hf_home):
+    video = offline_hf_home / "videomme" / "data" / "fFjv93ACGo8.mp4"
+    video.parent.mkdir(parents=True, exist_ok=True)
+    video.write_bytes(b"\0")
+    assert resolve_video("videomme", {"videoID": "fFjv93ACGo8"}) == str(video)
+
+
+def test_resolve_video_turns_an_upstream_exit_into_a_record_error():
+    with pytest.raises(RecordError, match="exits"):  # tasks/videomme/utils.py calls sys.exit
+        resolve_video("videomme", {"videoID": "not-there"})
+
+
+def test_resolve_video_turns_an_upstream_exception_into_a_record_error():
+    with pytest.raises(RecordError, match="fails"):  # tasks/vsibench/utils.py raises FileExistsError
+        resolve_video("vsibench", {"dataset": "arkitscenes", "scene_name": "nowhere"})
+
+
+@pytest.mark.parametrize("returned", [[], ["a.mp4", "b.mp4"], [object()], None, "a.mp4"])
+def test_only_one_path_is_a_video(returned):
+    if returned == "a.mp4":
+        assert _one_path(returned) == "a.mp4"
+        return
+    with pytest.raises(RecordError, match="no single video path"):  # a blind variant's [], frames, several clips
+        _one_path(returned)
+
+
+def test_an_upstream_import_that_needs_a_missing_decoder_still_loads():
+    """longvideobench's utils.py imports decord at the top, xmod_bench's soundfile: reading questions needs neither."""
+    assert callable(load_task("longvideobench_val_v").config["doc_to_text"])
+
+
+def test_an_upstream_import_failure_is_a_refusal_not_a_traceback():
+    """lmms-eval 0.7.3's videomme_no_visual: its utils.py lost its imports in the 0.6 refactor."""
+    with pytest.raises(TwinRefused, match="its utils.py"):
+        load_task("videomme_no_visual")
+
+
+def test_docs_list_is_the_listing(listing):
+    """docs/twins.md lists what `visdep twin --list` prints, line for line (regenerate it when the catalog changes)."""
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "twins.md").read_text(encoding="utf-8")
+    block = text.split("<!-- the list: visdep twin --list -->", 1)[1].split("```text\n", 1)[1].split("```", 1)[0]
+    assert block.splitlines() == [s.line() for s in list_upstream()]
