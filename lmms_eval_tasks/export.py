@@ -2,7 +2,7 @@
 
 `write_subset_tasks(out_dir, "mmau", ids, "grounded")` writes
 
-    out_dir/mmau_grounded_ids.jsonl        one {"question_id": ...} per kept question
+    out_dir/mmau_grounded_ids.jsonl        one {"question_id": ..., "benchmark": "mmau"} per kept question
     out_dir/mmau_blind_grounded.yaml       the mmau_blind task restricted to those ids
     out_dir/mmau_video_grounded.yaml       the mmau_video task restricted to those ids
 

@@ -100,7 +100,7 @@ def test_toy_panel_scores_filters_and_exports(toy_runs, tmp_path):
     assert f.loc[("s_score", "org/V1"), "acc_video"] == 100.0  # V1 with video is right on cap-0
     assert f.loc[("llm_inspector", "org/V1"), "n_kept"] == 2
     assert f.loc[("b_clean", "org/V1"), "n_kept"] == 0 and np.isnan(f.loc[("b_clean", "org/V1"), "acc_video"])
-    assert (out / "tasks" / "mmau_grounded_ids.jsonl").read_text() == '{"question_id": "cap-0"}\n'
+    assert (out / "tasks" / "mmau_grounded_ids.jsonl").read_text() == '{"question_id": "cap-0", "benchmark": "mmau"}\n'
     assert {p.name for p in (out / "tasks").glob("*.yaml")} == {"mmau_blind_grounded.yaml", "mmau_video_grounded.yaml"}
     s = pd.read_csv(out / "summary.csv")
     assert set(s["subset"]) == {"full", "grounded"}
