@@ -154,15 +154,28 @@ def tasks_root() -> Path:
 
 @functools.lru_cache(maxsize=1)
 def task_index() -> dict[str, dict]:
-    """lmms-eval's own index of its tasks (name -> {'type', 'yaml_path'}), built once per process."""
+    """lmms-eval's own index of its tasks (name -> {'type', 'yaml_path'}), built once per process.
+
+    Only what the installed lmms-eval ships: once lmms-eval's model registry has been imported in this process,
+    visdep's entry point (`lmms_eval_tasks.discovery`) adds visdep's own task folder to every TaskManager, and its
+    tasks are not upstream tasks (twinning `mmau_video` would audit visdep with itself)."""
     from lmms_eval.tasks import TaskManager
     from loguru import logger
 
+    shipped = tasks_root().resolve()
     logger.disable("lmms_eval")  # its index logs one DEBUG line per YAML it cannot read as a task
     try:
-        return dict(TaskManager().task_index)
+        index = TaskManager().task_index
     finally:
         logger.enable("lmms_eval")
+    own = {name: entry for name, entry in index.items()
+           if isinstance(entry.get("yaml_path"), str) and Path(entry["yaml_path"]).resolve().is_relative_to(shipped)}
+    for name, entry in index.items():  # a tag has no YAML of its own: keep it with its shipped members
+        if entry.get("type") == "tag" and name not in own:
+            members = [m for m in entry.get("task") or [] if m in own]
+            if members:
+                own[name] = {**entry, "task": members}
+    return own
 
 
 def find_yaml(task: str) -> Path:

@@ -4,6 +4,7 @@ gets from `resolve_video` (the upstream `doc_to_visual`, its exits and odd retur
 from __future__ import annotations
 
 import collections
+from pathlib import Path
 
 import pytest
 
@@ -24,7 +25,24 @@ pytestmark = pytest.mark.slow  # lmms-eval's task index (about 12 s)
 
 @pytest.fixture(scope="module")
 def listing():
+    """The listing as a full run sees it: after lmms-eval's model registry has run visdep's entry point, which adds
+    visdep's own task folder to every TaskManager (the order of a whole suite; a lone test would not see it)."""
+    from lmms_eval_tasks.discovery import register_task_path
+    from lmms_eval_tasks.upstream.config import task_index
+
+    register_task_path()
+    task_index.cache_clear()
     return {s.task: s for s in list_upstream()}
+
+
+def test_visdep_own_tasks_are_not_upstream_tasks(listing):
+    from lmms_eval_tasks.task_yaml import TASKS_DIR
+    from lmms_eval_tasks.upstream.config import task_index, tasks_root
+
+    assert "mmau_video" not in listing and "longvideobench_video" not in listing
+    paths = [Path(e["yaml_path"]).resolve() for e in task_index().values() if isinstance(e.get("yaml_path"), str)]
+    assert paths and all(p.is_relative_to(tasks_root().resolve()) for p in paths)
+    assert not any(p.is_relative_to(TASKS_DIR) for p in paths)
 
 
 def test_every_status_is_automatic_adapter_or_a_refusal_with_its_reason(listing):
@@ -99,8 +117,6 @@ def test_an_upstream_import_failure_is_a_refusal_not_a_traceback():
 
 def test_docs_list_is_the_listing(listing):
     """docs/twins.md lists what `visdep twin --list` prints, line for line (regenerate it when the catalog changes)."""
-    from pathlib import Path
-
     text = (Path(__file__).resolve().parents[2] / "docs" / "twins.md").read_text(encoding="utf-8")
     block = text.split("<!-- the list: visdep twin --list -->", 1)[1].split("```text\n", 1)[1].split("```", 1)[0]
     assert block.splitlines() == [s.line() for s in list_upstream()]
