@@ -25,6 +25,7 @@ SCHEMA_VERSION = 2
 UNVERSIONED = 1  # what a record without `schema_version` is
 # checked by msgspec while it decodes (no pass over the records of its own)
 Version = Annotated[int, msgspec.Meta(ge=UNVERSIONED, le=SCHEMA_VERSION)]
+Int64 = Annotated[int, msgspec.Meta(ge=-2**63, le=2**63 - 1)]  # what the audit's arrays hold; larger: the careful reader
 
 
 class RecordVersionError(VisdepError):
@@ -38,8 +39,8 @@ class AuditedFields(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     question_id: str
     benchmark: str
     mode: str
-    n_options: int
-    answer_index: int
+    n_options: Int64
+    answer_index: Int64
     option_logprobs: list[float]
     scoring: str
     category: str | None = None
@@ -66,7 +67,7 @@ class AuditedSample(msgspec.Struct, gc=False):
     """A sample line as the audit reads it: its record and lmms-eval's `doc_id` (everything else skipped)."""
 
     visdep: AuditedFields
-    doc_id: int | None = None
+    doc_id: Int64 | None = None
 
 
 _SAMPLES = msgspec.json.Decoder(AuditedSample)

@@ -87,12 +87,29 @@ def not_utf8(error: UnicodeDecodeError) -> str:
             f"(Excel: CSV UTF-8)")
 
 
-def as_int(value, field: str) -> int:
-    """A whole number from how files store one: 3, '3', 3.0, '3.0' (a spreadsheet's float, a CSV's text).
+_INT64_MIN, _INT64_MAX = -2**63, 2**63 - 1
 
-    Raises RecordError (a ValueError) for anything else: text that is no number, 2.5, NaN, infinity, a bool."""
+
+def as_int(value, field: str) -> int:
+    """A whole number from how files store one: 3, '3', 3.0, '3.0' (a spreadsheet's float, a CSV's text), within
+    the 64-bit range every reader stores it in (an index, a count, lmms-eval's `doc_id`).
+
+    Raises RecordError (a ValueError) for anything else: text that is no number, 2.5, NaN, infinity, a bool, a number
+    of 2**63 or more in size."""
     if isinstance(value, bool):
         raise RecordError(f"field {field!r} is not a whole number", repr(value))
+    whole = value if isinstance(value, int) else _whole_number(value, field)
+    if not _INT64_MIN <= whole <= _INT64_MAX:
+        raise RecordError(f"field {field!r} is outside the 64-bit range", f"{value!r:.40}")
+    return whole
+
+
+def _whole_number(value, field: str) -> int:
+    if isinstance(value, str):
+        try:
+            return int(value.strip())  # exactly, beyond 2**53 as well
+        except ValueError:
+            pass  # '3.0', '1e3': a float's text
     try:
         number = float(value)
     except (TypeError, ValueError):

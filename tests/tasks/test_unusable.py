@@ -124,7 +124,9 @@ def test_many_unusable_records_are_listed_in_full_beside_the_output(tmp_path, mo
 
 
 # --------------------------------------------------------------------------- the one reader of integers
-@pytest.mark.parametrize(("value", "expected"), [(3, 3), ("3", 3), (3.0, 3), ("3.0", 3), (" 4 ", 4)])
+@pytest.mark.parametrize(("value", "expected"), [(3, 3), ("3", 3), (3.0, 3), ("3.0", 3), (" 4 ", 4),
+                                                (2**63 - 1, 2**63 - 1), ("9007199254740993", 2**53 + 1),
+                                                (-2**63, -2**63)])
 def test_as_int_reads_how_files_store_whole_numbers(value, expected):
     assert as_int(value, "answer") == expected
 
@@ -134,6 +136,14 @@ def test_as_int_refuses_everything_else(value):
     with pytest.raises(RecordError) as error:
         as_int(value, "answer")
     assert error.value.reason == "field 'answer' is not a whole number" and isinstance(error.value, ValueError)
+
+
+@pytest.mark.parametrize("value", [2**63, -2**63 - 1, 2**70, 9.223372036854776e18, "9223372036854775808", "1e30"])
+def test_as_int_refuses_whole_numbers_past_64_bits(value):
+    """Every reader stores the number in a 64-bit array (the audit's doc ids: an OverflowError traceback before)."""
+    with pytest.raises(RecordError) as error:
+        as_int(value, "doc_id")
+    assert error.value.reason == "field 'doc_id' is outside the 64-bit range"
 
 
 # --------------------------------------------------------------------------- the one reader of rows
