@@ -298,8 +298,8 @@ def _run_files_of(results_path: Path, skipped: list, samples_files: Sequence[Pat
                if p.parent == results_path.parent and p.name.startswith(f"{prefix}_samples_")}
     for task in sorted(set(configs) - set(samples)):
         if _visdep_task(configs[task]):
-            raise RunDataError(f"{results_path}: task {task!r} has no samples file {prefix}_samples_{task}.jsonl; "
-                               f"rerun it with --log_samples")
+            raise RunDataError(f"{results_path}: task {task!r} has no samples file "
+                               f"{f'{prefix}_samples_{task}.jsonl'!r}; rerun it with --log_samples")
     limit = config.get("limit")
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int | float)):
         raise RunDataError(f"{results_path}: config.limit {limit!r:.80} is not a number (lmms-eval's --limit)")

@@ -52,6 +52,13 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def printable(message: str) -> str:
+    """`message` with every character that is not printable, but for its own line breaks, as its escape ('\\x1e',
+    '\\u2028', '\\ud800'): a name from data can hold a line or record separator, which would break the message's
+    one line, or a lone surrogate, which stderr cannot encode."""
+    return "".join(c if c.isprintable() or c == "\n" else repr(c)[1:-1] for c in message)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the command `argv` names; None: the process's own command line (the `visdep` script, `python -m`), and
     the process ends when this returns."""
@@ -59,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except VisdepError as e:
-        print(f"visdep {args.command_name}: error: {e}", file=sys.stderr)
+        print(f"visdep {args.command_name}: error: {printable(str(e))}", file=sys.stderr)
         return ERROR_STATUS
     finally:
         if argv is None:
