@@ -241,6 +241,7 @@ def _dumped(value) -> str:
 @example(target=SECTIONED, line=0, choice=-1, value="many")  # the last path: "n-samples" or inside it
 @example(target=BLIND, line=0, choice=1, value=2**70)  # doc_id past int64: found by this test in a fresh venv
 @example(target=BLIND, line=0, choice=1, value=9.223372036854776e18)  # 2**63 as a float: the careful reader's
+@example(target=SECTIONED, line=0, choice=5, value={"\x1e": ""})  # "configs": a task named by a record separator
 def test_any_field_of_a_record_or_results_file_holding_anything_is_refused_in_one_line_or_audited(
         sectioned, target, line, choice, value):
     """Every field (every path into a samples line, its `visdep` record, or results.json) set to text with lone
