@@ -25,7 +25,7 @@ SCHEMA_VERSION = 2
 UNVERSIONED = 1  # what a record without `schema_version` is
 # checked by msgspec while it decodes (no pass over the records of its own)
 Version = Annotated[int, msgspec.Meta(ge=UNVERSIONED, le=SCHEMA_VERSION)]
-Int64 = Annotated[int, msgspec.Meta(ge=-2**63, le=2**63 - 1)]  # what the audit's arrays hold; larger: the careful reader
+Int64 = Annotated[int, msgspec.Meta(ge=-2**63, le=2**63 - 1)]  # the audit's arrays; larger: careful reader
 
 
 class RecordVersionError(VisdepError):
