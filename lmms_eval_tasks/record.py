@@ -20,12 +20,13 @@ from typing import Annotated, Literal
 import msgspec
 
 from lmms_eval_tasks.errors import VisdepError
+from lmms_eval_tasks.records import INT64_MAX, INT64_MIN
 
 SCHEMA_VERSION = 2
 UNVERSIONED = 1  # what a record without `schema_version` is
 # checked by msgspec while it decodes (no pass over the records of its own)
 Version = Annotated[int, msgspec.Meta(ge=UNVERSIONED, le=SCHEMA_VERSION)]
-Int64 = Annotated[int, msgspec.Meta(ge=-2**63, le=2**63 - 1)]  # the audit's arrays; larger: careful reader
+Int64 = Annotated[int, msgspec.Meta(ge=INT64_MIN, le=INT64_MAX)]  # larger: the careful reader, which names it
 
 
 class RecordVersionError(VisdepError):

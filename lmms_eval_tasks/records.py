@@ -87,7 +87,7 @@ def not_utf8(error: UnicodeDecodeError) -> str:
             f"(Excel: CSV UTF-8)")
 
 
-_INT64_MIN, _INT64_MAX = -2**63, 2**63 - 1
+INT64_MIN, INT64_MAX = -2**63, 2**63 - 1  # what every reader's integer arrays hold
 
 
 def as_int(value, field: str) -> int:
@@ -99,7 +99,7 @@ def as_int(value, field: str) -> int:
     if isinstance(value, bool):
         raise RecordError(f"field {field!r} is not a whole number", repr(value))
     whole = value if isinstance(value, int) else _whole_number(value, field)
-    if not _INT64_MIN <= whole <= _INT64_MAX:
+    if not INT64_MIN <= whole <= INT64_MAX:
         raise RecordError(f"field {field!r} is outside the 64-bit range", f"{value!r:.40}")
     return whole
 
