@@ -26,6 +26,13 @@ def lmms_eval_env(benchmark_env: dict[str, str], **extra: str) -> dict[str, str]
     return env
 
 
+def concurrent_env(hf_home: Path, datasets_cache: Path) -> dict[str, str]:
+    """The environment of one of two lmms-eval runs at once (one thread each, one per core): the test's HF_HOME,
+    where upstream tasks look for videos, and a datasets cache of the run's own, so that the two processes never
+    build one cache together."""
+    return lmms_eval_env({}, HF_HOME=str(hf_home), HF_DATASETS_CACHE=str(datasets_cache), OMP_NUM_THREADS="1")
+
+
 def run_lmms_eval(args: list[str], env: dict[str, str], out: Path, timeout: int = 600,
                   python: str = sys.executable) -> subprocess.CompletedProcess:
     """Run `python -m lmms_eval ARGS --output_path OUT --log_samples` (`python`: another environment's interpreter,

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from unittest import mock
 
@@ -14,7 +15,7 @@ import numpy as np
 import pytest
 
 from lmms_eval_tasks.layouts import write_mp4
-from tests.helpers.lmms_cli import lmms_eval_env, read_results, read_samples, run_lmms_eval
+from tests.helpers.lmms_cli import concurrent_env, read_results, read_samples, run_lmms_eval
 from tests.twin.test_upstream_adapters import CASES, FIXTURES
 from visdep_metrics.cli.main import main
 from visdep_metrics.demo.pipeline import smollm2_gguf
@@ -62,16 +63,22 @@ def test_every_fixture_twins_and_runs_blind_and_video_in_lmms_eval(tmp_path, tin
     with_video = [task for task in expected if placed[task]]
     assert len(with_video) >= len(CASES) // 2, sorted(set(expected) - set(with_video))
 
-    env = lmms_eval_env({}, HF_HOME=str(offline_hf_home), OMP_NUM_THREADS="2")
     runs = tmp_path / "runs"
-    for name, model, mode in (
-            ("smollm2", ["visdep_llm", f"pretrained={gguf.parent},gguf_file={GGUF},device=cpu"], "blind"),
-            ("qwen", ["visdep_vlm", f"pretrained={tiny_models['qwen2_5_vl']},device=cpu,dtype=float32,max_frames=4"],
-             "video")):
+    plan = {"smollm2": (["visdep_llm", f"pretrained={gguf.parent},gguf_file={GGUF},device=cpu"], "blind"),
+            "qwen": (["visdep_vlm", f"pretrained={tiny_models['qwen2_5_vl']},device=cpu,dtype=float32,max_frames=4"],
+                     "video")}
+
+    def run(name: str) -> None:
+        model, mode = plan[name]
         tasks = ",".join(f"{task}_visdep_{mode}" for task in (expected if mode == "blind" else with_video))
+        env = concurrent_env(offline_hf_home, tmp_path / "datasets" / name)
         proc = run_lmms_eval(["--model", model[0], "--model_args", model[1], "--include_path", str(twins),
                               "--tasks", tasks, "--batch_size", "4"], env, runs / name)
         assert proc.returncode == 0, (runs / name / "cli.log").read_text()[-3000:]
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        for done in [pool.submit(run, name) for name in plan]:
+            done.result()
     dropped = read_results(runs / "qwen")["visdep"]["dropped"]
     for task, ids in expected.items():
         blind = read_samples(runs / "smollm2", f"{task}_visdep_blind")

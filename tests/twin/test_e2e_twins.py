@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -15,7 +16,7 @@ import pandas as pd
 import pytest
 
 from lmms_eval_tasks.layouts import write_mp4
-from tests.helpers.lmms_cli import lmms_eval_env, read_samples, run_lmms_eval
+from tests.helpers.lmms_cli import concurrent_env, lmms_eval_env, read_samples, run_lmms_eval
 from visdep_metrics.cli.main import main
 from visdep_metrics.demo.pipeline import smollm2_gguf
 
@@ -86,16 +87,22 @@ def test_twins_of_three_upstream_tasks_run_audit_and_export_grounded_tasks(tmp_p
     twins = _twins(tmp_path, offline_hf_home)
     expected = {task: [str(d.get("question_id", d.get("question_idx"))) for d in docs]
                 for task, docs in DOCUMENTS.items()}
-    env = lmms_eval_env({}, HF_HOME=str(offline_hf_home), OMP_NUM_THREADS="2")
     blind = ",".join(f"{t}_visdep_blind" for t in DOCUMENTS)
     video = ",".join(f"{t}_visdep_video" for t in DOCUMENTS)
     runs = tmp_path / "runs"
     llm = ["--model", "visdep_llm", "--model_args", f"pretrained={gguf.parent},gguf_file={GGUF},device=cpu"]
     vlm = ["--model", "visdep_vlm", "--model_args",
            f"pretrained={tiny_models['qwen2_5_vl']},device=cpu,dtype=float32,max_frames=4"]
-    for name, args in (("smollm2", [*llm, "--tasks", blind]), ("qwen", [*vlm, "--tasks", f"{blind},{video}"])):
-        proc = run_lmms_eval([*args, "--include_path", str(twins), "--batch_size", "4"], env, runs / name)
+    plan = {"smollm2": [*llm, "--tasks", blind], "qwen": [*vlm, "--tasks", f"{blind},{video}"]}
+
+    def run(name: str) -> None:
+        proc = run_lmms_eval([*plan[name], "--include_path", str(twins), "--batch_size", "4"],
+                             concurrent_env(offline_hf_home, tmp_path / "datasets" / name), runs / name)
         assert proc.returncode == 0, (runs / name / "cli.log").read_text()[-3000:]
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        for done in [pool.submit(run, name) for name in plan]:
+            done.result()
     for task, ids in expected.items():
         for name, modes in (("smollm2", ("blind",)), ("qwen", ("blind", "video"))):
             for mode in modes:
@@ -125,7 +132,7 @@ def test_twins_of_three_upstream_tasks_run_audit_and_export_grounded_tasks(tmp_p
     out = tmp_path / "grounded_run"
     proc = run_lmms_eval(["--model", "dummy", "--include_path", str(audit / "tasks"), "--tasks",
                           ",".join(f"{t}_visdep_{m}_grounded" for t in exported for m in ("blind", "video"))],
-                         env, out)
+                         lmms_eval_env({}, HF_HOME=str(offline_hf_home), OMP_NUM_THREADS="2"), out)
     assert proc.returncode == 0, (out / "cli.log").read_text()[-3000:]
     for task in exported:
         for mode in ("blind", "video"):
