@@ -222,14 +222,16 @@ def runs(fixture_env, tmp_path_factory):
     # Two single-threaded runs at a time, one per core: the store's runs in their order (the Hugging Face engine's
     # values first, then vLLM's twice) and the probe on one worker, every other run taken by whichever is free (a
     # fixed split left one core idle for most of this fixture).
+    ordered_names = ("hf_letter", "vllm_letter", "vllm_resumed")
+
     def store_runs() -> dict:
-        for name in ("hf_letter", "vllm_letter", "vllm_resumed"):
+        for name in ordered_names:
             run(name)
         return probe()
 
     with ThreadPoolExecutor(max_workers=2) as pool:
         ordered = pool.submit(store_runs)
-        others = [pool.submit(run, name) for name in plan if name not in ("hf_letter", "vllm_letter", "vllm_resumed")]
+        others = [pool.submit(run, name) for name in plan if name not in ordered_names]
         found = ordered.result()
         for done in others:
             done.result()
