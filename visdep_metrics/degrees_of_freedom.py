@@ -1,5 +1,6 @@
-"""The degrees of freedom of the t (and of Wilson's (z / t)² scaling) for `visdep_metrics.stats.crossed_intervals`:
-those of the variance each interval actually uses (docs/statistics.md says why and what the simulations measured).
+"""The degrees of freedom of the t (and of the (z / t)² scaling of a proportion's answers) for
+`visdep_metrics.stats.crossed_intervals`: those of the variance each interval actually uses (docs/statistics.md says why
+and what the simulations measured).
 
 - The ANOVA design effect 1 + ρ_v (ν_v − 1) + ρ_p (ν_p − 1): Satterthwaite's df of its independent, video and prompt
   parts, each estimated from as many effective units as it has (N, and N / ν videos and prompts); at most N / ν − 1

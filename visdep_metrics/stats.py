@@ -33,13 +33,13 @@ over G videos of equal size, about 3 where four prompts hold most of a group. Th
 holds two or more questions (video answers always, others where the sandwich is used), the prompts where they are
 shared (SHARED_NU) and the sandwich is used.
 
-Intervals. A proportion (an accuracy, or a mean of accuracies) gets the Wilson score interval on N / deff independent
-answers, scaled by (z / t_df)² (Wilson 1927; Korn & Graubard 1998, Dean & Pagano 2015 for clustered surveys): never of
-zero width, never outside [0, 1]. A difference (a Visual Gain, a model minus a baseline) gets the t interval
-d ± t_df s √(deff / N) and its two-sided p-value of H0: no change from the same t statistic, so p < 1 − confidence
-exactly when the interval excludes 0. Below MIN_INDEPENDENT independent answers: no interval, and the note says why;
-likewise for a difference whose non-zero part lies in so few shared videos or prompts that no sign-flip test
-over them could reach p < α (k ≤ log2(2 / α)).
+Intervals. A proportion (an accuracy, or a mean of accuracies) gets Clopper and Pearson's interval on N / deff
+independent answers, scaled by (z / t_df)² (Clopper & Pearson 1934; Korn & Graubard 1998 for clustered surveys): never
+of zero width, never outside [0, 1], each tail at most α / 2 on independent answers. A difference (a Visual Gain, a
+model minus a baseline) gets the t interval d ± t_df s √(deff / N) and its two-sided p-value of H0: no change from the
+same t statistic, so p < 1 − confidence exactly when the interval excludes 0. Below MIN_INDEPENDENT independent answers:
+no interval, and the note says why; likewise for a difference whose non-zero part lies in so few shared videos or
+prompts that no sign-flip test over them could reach p < α (k ≤ log2(2 / α)).
 
 A difference between models in a group whose questions share prompts (ν_prompt ≥ 2) but no video, over fewer than
 WILD_BELOW effective prompts (a category where a few prompts hold much of it), gets its interval and p-value from the
@@ -65,7 +65,8 @@ MIN_INDEPENDENT = 10
 SHARED_NU = 2.0
 # Over shared prompts, no video and fewer effective prompts (N / ν) than this: the wild bootstrap (module docstring)
 WILD_BELOW = 400
-T, WILD, WILSON = "t on the design effect", "wild bootstrap over prompts", "Wilson on the design effect"
+T, WILD, CLOPPER_PEARSON = \
+    "t on the design effect", "wild bootstrap over prompts", "Clopper-Pearson on the design effect"
 
 
 @dataclass(frozen=True)
@@ -80,7 +81,7 @@ class Intervals:
     deff: np.ndarray
     n_effective: np.ndarray
     note: np.ndarray  # str
-    method: np.ndarray  # str: how the interval and p were found (WILSON, T or WILD)
+    method: np.ndarray  # str: how the interval and p were found (CLOPPER_PEARSON, T or WILD)
 
 
 def labels(units: ArrayLike | None, n: int) -> np.ndarray:
@@ -257,12 +258,22 @@ def design_effect(values: ArrayLike, videos: ArrayLike | None = None, prompts: A
     return _design_effects(x, labels(videos, n), None if prompts is None else labels(prompts, n))[0]
 
 
-def wilson(p: np.ndarray, n: np.ndarray, confidence_level: float) -> tuple[np.ndarray, np.ndarray]:
-    """Wilson's score interval of a proportion p on n independent answers (n may be fractional)."""
-    z = scipy.special.ndtri(0.5 + confidence_level / 2)
-    centre = (p + z**2 / (2 * n)) / (1 + z**2 / n)
-    half = z / (1 + z**2 / n) * np.sqrt(np.maximum(p * (1 - p), 0.0) / n + z**2 / (4 * n**2))
-    return np.clip(centre - half, 0.0, 1.0), np.clip(centre + half, 0.0, 1.0)
+def clopper_pearson(p: ArrayLike, n: ArrayLike, confidence_level: float) -> tuple[np.ndarray, np.ndarray]:
+    """Clopper and Pearson's interval of a proportion p on n independent answers, n fractional as Korn and Graubard
+    (1998) take it for clustered surveys: with x = p n right answers and α = 1 − confidence_level,
+
+        low = B⁻¹(α / 2; x, n − x + 1),   high = B⁻¹(1 − α / 2; x + 1, n − x),
+
+    B⁻¹ the quantile of the Beta distribution, low 0 where x = 0 and high 1 where x = n. Each bound is the one a
+    one-sided binomial test at α / 2 would keep, so each tail (the interval wholly below the truth, wholly above it)
+    is at most α / 2 on n independent answers."""
+    alpha = 1 - confidence_level
+    x = np.asarray(p, dtype=np.float64) * np.asarray(n, dtype=np.float64)
+    size = np.broadcast_to(np.asarray(n, dtype=np.float64), x.shape)
+    tiny = np.finfo(np.float64).tiny  # both Beta parameters must be positive; the np.where keeps the bound
+    low = np.where(x > 0, scipy.special.betaincinv(np.maximum(x, tiny), size - x + 1, alpha / 2), 0.0)
+    high = np.where(x < size, scipy.special.betaincinv(x + 1, np.maximum(size - x, tiny), 1 - alpha / 2), 1.0)
+    return low, high
 
 
 def crossed_intervals(values: ArrayLike, groups: ArrayLike | None = None, videos: ArrayLike | None = None,
@@ -273,14 +284,14 @@ def crossed_intervals(values: ArrayLike, groups: ArrayLike | None = None, videos
     prompts give them (module docstring).
 
     groups: (G, n) booleans, default one group of all; videos: (n,) labels, default one per question; prompts: (n,)
-    labels, default none shared. contrasts: (outputs, rows): the intervals of `contrasts @ values` instead (each
-    output its own design effect). proportion: (outputs,) booleans or one for all: a proportion in [0, 1] (Wilson
+    labels, default none shared. contrasts: (outputs, rows): the intervals of `contrasts @ values` instead (each output
+    its own design effect). proportion: (outputs,) booleans or one for all: a proportion in [0, 1] (Clopper-Pearson
     interval, no p-value) or a difference (t interval and p-value). robust: (outputs,) booleans or one for all: the
-    outputs whose answers share more than their prompt (video answers: a model sees each copy's own video): t with
-    at most G − 1 df over G videos, and for a proportion a design effect at least the two-way cluster-robust one; a
-    difference that is not `robust` (between models) gets the cluster-robust one. blind: (outputs,) booleans or one
-    for all: the outputs made of blind answers only, which saw the prompt and no video: where prompts are given,
-    their units are the prompts alone. Returns Intervals of (G, outputs)."""
+    outputs whose answers share more than their prompt (video answers: a model sees each copy's own video): t with at
+    most G − 1 df over G videos, and for a proportion a design effect at least the two-way cluster-robust one; a
+    difference that is not `robust` (between models) gets the cluster-robust one. blind: (outputs,) booleans or one for
+    all: the outputs made of blind answers only, which saw the prompt and no video: where prompts are given, their units
+    are the prompts alone. Returns Intervals of (G, outputs)."""
     x = _rows(values)
     rows, n = x.shape
     combine = np.eye(rows) if contrasts is None else np.asarray(contrasts, dtype=np.float64).reshape(-1, rows)
@@ -301,7 +312,7 @@ def crossed_intervals(values: ArrayLike, groups: ArrayLike | None = None, videos
     low, high, p, deff, n_eff = (np.full(shape, np.nan) for _ in range(5))
     note = np.full(shape, "", dtype=object)
     method = np.full(shape, T, dtype=object)
-    method[:, is_proportion] = WILSON
+    method[:, is_proportion] = CLOPPER_PEARSON
     # the blind outputs' units where prompts are known: the prompts alone (each question its own video)
     by_prompt = is_blind if prompt is not None else np.zeros(outputs, dtype=bool)
     for g, keep in enumerate(member):
@@ -328,7 +339,7 @@ def _estimate(y: np.ndarray, video: np.ndarray, prompt: np.ndarray | None, is_ro
     size = y.shape[1]
     deff, df = _design_effects(y, video, prompt, is_robust, is_proportion)
     low, high, p, note = _bounds(y, size / deff, deff, df, is_proportion, confidence_level)
-    method = np.where(is_proportion, WILSON, T).astype(object)
+    method = np.where(is_proportion, CLOPPER_PEARSON, T).astype(object)
     wild = ~is_proportion & ~is_robust & np.isfinite(low)  # differences between models (docs/statistics.md)
     unit = _dominant_prompts(video, prompt) if prompt is not None and wild.any() else None
     if unit is not None:
@@ -401,14 +412,14 @@ def _bounds(y: np.ndarray, n_eff: np.ndarray, deff: np.ndarray, df: np.ndarray, 
     spread = ((y - mean[:, None]) ** 2).sum(axis=1)
     low, high, p = (np.full(len(y), np.nan) for _ in range(3))
     note = np.array([""] * len(y), dtype=object)
-    # Wilson's variance p (1 - p) / n is one model's; a mean over several models' correctness varies less, by the
+    # the binomial variance p (1 - p) / n is one model's; a mean over several models' correctness varies less, by the
     # ratio of the binomial variance to its actual spread
     with np.errstate(invalid="ignore", divide="ignore"):
         binomial = np.where(spread > 0, size * mean * (1 - mean) / spread, 1.0)
     t = scipy.special.stdtrit(df, 0.5 + confidence_level / 2)
     # the variance is estimated from df effective units: fewer answers by (z / t)², as Korn & Graubard (1998) do
     z = scipy.special.ndtri(0.5 + confidence_level / 2)
-    wl, wh = wilson(mean, n_eff * np.maximum(binomial, 1.0) * (z / t) ** 2, confidence_level)
+    cl, ch = clopper_pearson(mean, n_eff * np.maximum(binomial, 1.0) * (z / t) ** 2, confidence_level)
     se = np.sqrt(spread / (size - 1) * deff / size)
     for o in range(len(y)):
         if not is_proportion[o] and spread[o] == 0:
@@ -417,7 +428,7 @@ def _bounds(y: np.ndarray, n_eff: np.ndarray, deff: np.ndarray, df: np.ndarray, 
         elif n_eff[o] < MIN_INDEPENDENT:
             note[o] = f"≈ {n_eff[o]:.0f} independent answers: too few for an interval"
         elif is_proportion[o]:
-            low[o], high[o] = wl[o], wh[o]
+            low[o], high[o] = cl[o], ch[o]
         else:
             low[o], high[o] = mean[o] - t[o] * se[o], mean[o] + t[o] * se[o]
             p[o] = 2 * scipy.special.stdtr(df[o], -abs(mean[o]) / se[o])

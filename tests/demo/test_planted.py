@@ -192,7 +192,7 @@ def test_evidence_contributions_and_their_drivers_by_hand():
 
 def test_a_filter_that_removes_every_text_solvable_question_gets_no_zero_width_recall_interval():
     # 40 videos of 3 questions; the filter removes every text-solvable one and one video-only one in four: recall is
-    # 1 on every draw, and its interval (the audit's, Wilson's on the answers the videos leave) still has a width
+    # 1 on every draw, and its interval (the audit's, Clopper-Pearson's on the answers the videos leave) has a width
     rng = np.random.default_rng(3)
     types = rng.choice(["text_only", "both", "video_only", "neither"], 120)
     truth = pd.DataFrame({"question_id": [f"q{i}" for i in range(120)], "video": np.repeat(np.arange(40), 3),

@@ -47,13 +47,14 @@ def location_like_design() -> tuple[np.ndarray, np.ndarray]:
     return np.arange(sizes.sum()), np.repeat(np.arange(len(sizes)), sizes)
 
 
-def coverage(video: np.ndarray, prompt: np.ndarray, accuracy: float, sds: tuple[float, float], seed: int) -> dict:
+def coverage(video: np.ndarray, prompt: np.ndarray, accuracy: float, sds: tuple[float, float], seed: int,
+             simulations: int = SIMULATIONS) -> dict:
     rng = np.random.default_rng(seed)
     video_sd, prompt_sd = sds
     scale = np.sqrt(video_sd**2 + prompt_sd**2 + 0.3**2)
     cut = -scipy.stats.norm.ppf(accuracy) * scale
     misses = {what: {"below": 0, "above": 0} for what in ("accuracy", "difference")}
-    for _ in range(SIMULATIONS):
+    for _ in range(simulations):
         b = rng.normal(0, prompt_sd, prompt.max() + 1)[prompt]
         a, c = (rng.normal(0, 0.3, len(video)) + rng.normal(0, video_sd, video.max() + 1)[video] for _ in range(2))
         first, second = (b + a > cut).astype(float), (b + c > cut).astype(float)
@@ -65,26 +66,30 @@ def coverage(video: np.ndarray, prompt: np.ndarray, accuracy: float, sds: tuple[
     return misses
 
 
-# At 0.92 the accuracy's interval (the ANOVA design effect's Wilson, as for blind answers where records name no
-# prompt) lies below the truth more often than the rule allows: 4.8% (vru) and 5.0% (location) of 400 benchmarks, above
-# it in 0.0% and 0.2%. The total, 95.2% and 94.8%, had hidden it. A few prompts holding much of the group make the
-# accuracy's distribution more skewed than a binomial on N / deff answers (docs/statistics.md); strict, so a fix shows.
+# At 0.92 on the VRU-like design the accuracy's interval (the ANOVA design effect's, as for blind answers where
+# records name no prompt) lies below the truth more often than the rule allows: Clopper-Pearson's in 3.9% of these
+# 2,000 benchmarks and 4.6% of 3,000 on another seed, Wilson's, before #44, in 4.8% of 400. Prompts of very unequal
+# sizes make the accuracy's distribution more skewed than a binomial on N / deff answers (docs/statistics.md). Run on
+# 2,000 benchmarks, where the rule allows 3.2%, so that the failure is not one of chance; strict, so a fix shows. The
+# location-like design at 0.92, where Wilson's lay below the truth in 5.0% of 400, is within the rule with Clopper-
+# Pearson's (2.4% and 0.1% of 3,000).
 ONE_SIDED = pytest.mark.xfail(strict=True, reason="lies below the truth too often at 0.92 (docs/statistics.md)")
 
 
-@pytest.mark.parametrize("design, accuracy, sds", [("vru", 0.5, (0.5, 1.0)),
-                                                   pytest.param("vru", 0.92, (0.5, 1.0), marks=ONE_SIDED),
-                                                   ("vru", 0.5, (1.0, 0.0)),
-                                                   pytest.param("location", 0.92, (0.0, 1.0), marks=ONE_SIDED),
-                                                   ("location", 0.5, (0.0, 1.0))])
-def test_the_intervals_cover_the_truth(design, accuracy, sds):
+@pytest.mark.parametrize("design, accuracy, sds, simulations", [
+    ("vru", 0.5, (0.5, 1.0), SIMULATIONS),
+    pytest.param("vru", 0.92, (0.5, 1.0), 2000, marks=ONE_SIDED),
+    ("vru", 0.5, (1.0, 0.0), SIMULATIONS),
+    ("location", 0.92, (0.0, 1.0), SIMULATIONS),
+    ("location", 0.5, (0.0, 1.0), SIMULATIONS)])
+def test_the_intervals_cover_the_truth(design, accuracy, sds, simulations):
     video, prompt = vru_like_design(np.random.default_rng(7)) if design == "vru" else location_like_design()
-    found = coverage(video, prompt, accuracy, sds, seed=int(100 * accuracy + 10 * sds[0]))
-    print(f"\n{design}, accuracy {accuracy}, sd of video and prompt effects {sds}, over {SIMULATIONS} benchmarks: "
-          + ", ".join(f"{what} below {m['below'] / SIMULATIONS:.1%}, above {m['above'] / SIMULATIONS:.1%}"
+    found = coverage(video, prompt, accuracy, sds, seed=int(100 * accuracy + 10 * sds[0]), simulations=simulations)
+    print(f"\n{design}, accuracy {accuracy}, sd of video and prompt effects {sds}, over {simulations} benchmarks: "
+          + ", ".join(f"{what} below {m['below'] / simulations:.1%}, above {m['above'] / simulations:.1%}"
                       for what, m in found.items()))
     for what, m in found.items():
-        assert_within_the_rule(m["below"], m["above"], SIMULATIONS, what)
+        assert_within_the_rule(m["below"], m["above"], simulations, what)
 
 
 def test_video_answers_whose_sandwich_rests_on_four_prompts_get_those_prompts_degrees_of_freedom():

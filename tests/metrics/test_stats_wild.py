@@ -67,7 +67,7 @@ def test_a_difference_over_a_few_dominant_prompts_gets_the_wild_bootstrap_and_p_
     # the same answers about shared videos (two questions each): the t on the design effect
     shared = crossed_intervals((a - b)[None], None, video // 2, prompt, proportion=False)
     assert shared.method[0, 0] == T and np.isfinite(shared.low[0, 0])
-    # an accuracy (a proportion) keeps Wilson's interval
+    # an accuracy (a proportion) keeps Clopper-Pearson's interval
     accuracy = crossed_intervals(a[None], None, video, prompt)
     assert accuracy.method[0, 0] != WILD
     # 60 questions with prompts of their own (flipping single answers would be the exact sign test, conservative

@@ -1,12 +1,12 @@
 """The audit's numbers with intervals: per model, metric, category and subset (`summary_rows`), every model against a
 baseline (`comparison_rows`, with family-adjusted p-values: `adjust_family`) and frame budgets (`frame_rows`).
 
-Intervals and p-values come from `visdep_metrics.stats.crossed_intervals`: within each group (a benchmark, a
-category, the grounded subset) the design effect of each quantity is estimated from the videos and the prompts its
-questions share; accuracies get Wilson intervals on the independent answers that leaves, differences (VG, a model
-minus a baseline) t intervals with the p-value of the same statistic (a difference between models over a few dominant
-prompts and no shared video: the prompts' wild cluster bootstrap, `visdep_metrics.wild_bootstrap`). Where the records
-name no prompt only videos enter, where they name no video each question is its own (and a note says so).
+Intervals and p-values come from `visdep_metrics.stats.crossed_intervals`: within each group (a benchmark, a category,
+the grounded subset) the design effect of each quantity is estimated from the videos and the prompts its questions
+share; accuracies get Clopper-Pearson intervals on the independent answers that leaves, differences (VG, a model minus a
+baseline) t intervals with the p-value of the same statistic (a difference between models over a few dominant prompts
+and no shared video: the prompts' wild cluster bootstrap, `visdep_metrics.wild_bootstrap`). Where the records name no
+prompt only videos enter, where they name no video each question is its own (and a note says so).
 """
 
 from __future__ import annotations
@@ -103,7 +103,8 @@ class _Outputs:
 
     def add(self, name: str, members: Sequence[int], terms: list[dict[int, float]], proportion: bool,
             video: bool) -> None:
-        """proportion: Wilson's interval, else a difference's; video: its answers share more than their prompt."""
+        """proportion: Clopper-Pearson's interval, else a difference's; video: its answers share more than their
+        prompt."""
         self.blocks[name] = (len(self.terms), list(members))
         self.terms += terms
         self.proportion += [proportion] * len(terms)

@@ -203,7 +203,7 @@ def _settings_paragraph(audit: Audit) -> str:
             f"blind; B-Clean drops it when a panel VLM does. Intervals ({s.confidence_level:.0%}): questions "
             f"about one video are not independent, and a model's blind answer to every copy of a prompt is one answer, "
             f"so each figure rests on fewer independent answers than questions: the questions over the design effect "
-            f"estimated from the videos and prompts they share (docs/statistics.md). Accuracies get Wilson score "
+            f"estimated from the videos and prompts they share (docs/statistics.md). Accuracies get Clopper-Pearson "
             f"intervals on that many answers, BG Acc_B's less the known chance, differences (VG, comparisons) t "
             f"intervals on the per-question differences, so VG and comparisons are paired; each category and the "
             f"grounded subset is estimated within itself. Where too few independent answers remain the interval is "

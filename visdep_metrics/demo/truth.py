@@ -8,7 +8,7 @@ For a filter that removes the set R of questions, with TS the text-solvable ones
 
 each a mean over a group of questions (precision: of [q in TS] over R; recall: of [q in R] over TS; kept: of
 [q not in R] over VO), with the audit's 95% interval of an accuracy over questions that share videos
-(`visdep_metrics.stats.crossed_intervals`: Wilson's on the independent answers the videos leave, never of zero
+(`visdep_metrics.stats.crossed_intervals`: Clopper-Pearson's on the independent answers the videos leave, never of zero
 width; withheld, NaN, below ten). Filters: S(q) <= τ (the grounded subset) for the paper's
 T(q) and for each chance-aware variant (`visdep_metrics.audit.diagnostics.TEXTUAL_EVIDENCE`), the
 LLM-Inspector and B-Clean columns of the audit's questions.csv, TsT-RF's s(x) (removed where s(x) - 1/K > τ),

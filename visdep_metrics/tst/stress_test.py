@@ -193,10 +193,10 @@ def question_order_sha256(question_ids: Sequence[str]) -> str:
 
 
 def _bootstrap_ci(correct: np.ndarray, records: Sequence[Question], seed: int) -> list[float | None]:
-    """95% interval of the accuracy as the audit computes an accuracy's (`stats.crossed_intervals`: Wilson on the
-    independent answers the shared videos and blind prompts leave): the forest sees only the text, so the copies of
-    one prompt get one prediction. [None, None] where the questions leave too few independent answers. `seed` is
-    unused: the interval draws nothing."""
+    """95% interval of the accuracy as the audit computes an accuracy's (`stats.crossed_intervals`: Clopper-Pearson on
+    the independent answers the shared videos and blind prompts leave): the forest sees only the text, so the copies of
+    one prompt get one prediction. [None, None] where the questions leave too few independent answers. `seed` is unused:
+    the interval draws nothing."""
     del seed
     found = crossed_intervals(correct[None].astype(float), None, [r.video for r in records],
                               [prompt_id(r.document()) for r in records], 0.95, blind=True)
