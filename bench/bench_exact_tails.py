@@ -21,6 +21,7 @@ import sys
 import numpy as np
 import scipy.special
 import scipy.stats
+from bench_coverage import wilson
 
 from visdep_metrics.stats import clopper_pearson
 
@@ -33,14 +34,6 @@ def jeffreys(k: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
     low = np.where(k > 0, scipy.special.betaincinv(k + 0.5, n - k + 0.5, 0.025), 0.0)
     high = np.where(k < n, scipy.special.betaincinv(k + 0.5, n - k + 0.5, 0.975), 1.0)
     return low, high
-
-
-def wilson(k: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
-    """Wilson's score interval of k right answers of n (Wilson 1927), written out."""
-    z, p = scipy.special.ndtri(0.975), k / n
-    centre = (p + z**2 / (2 * n)) / (1 + z**2 / n)
-    half = z / (1 + z**2 / n) * np.sqrt(p * (1 - p) / n + z**2 / (4 * n**2))
-    return centre - half, centre + half
 
 
 def within(below: float, above: float, tail_max: float, coverage_max: float) -> bool:
@@ -58,7 +51,7 @@ def main() -> int:
     tail_max = 2.5 + 200 * np.sqrt(0.025 * 0.975 / s)
     coverage_max = 97 + 200 * np.sqrt(0.95 * 0.05 / s)
     kinds = {"Clopper-Pearson": lambda k, n: clopper_pearson(k / n, np.full(len(k), float(n)), 0.95),
-             "Wilson": wilson, "Jeffreys": jeffreys}
+             "Wilson": lambda k, n: wilson(k / n, n), "Jeffreys": jeffreys}
     print(f"the rule at S = {s}: each tail at most {tail_max:.2f}%, coverage at most {coverage_max:.2f}% "
           f"(98.5% with one tail impossible and the other at least 1.5%)")
     outside = {kind: [] for kind in kinds}

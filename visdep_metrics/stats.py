@@ -65,8 +65,8 @@ MIN_INDEPENDENT = 10
 SHARED_NU = 2.0
 # Over shared prompts, no video and fewer effective prompts (N / ν) than this: the wild bootstrap (module docstring)
 WILD_BELOW = 400
-T, WILD, CLOPPER_PEARSON = \
-    "t on the design effect", "wild bootstrap over prompts", "Clopper-Pearson on the design effect"
+T, WILD, CLOPPER_PEARSON = ("t on the design effect", "wild bootstrap over prompts",
+                            "Clopper-Pearson on the design effect")
 
 
 @dataclass(frozen=True)
