@@ -100,6 +100,7 @@ CONTRASTS = np.array([[1, 0, 0, 0], [0, 0, 1, 0], [-1, 0, 1, 0], [1, -1, 0, 0], 
 PROPORTION = np.array([True, True, False, False, False, False])
 ROBUST = np.array([False, True, True, False, False, False])  # a model's video answers, as the audit marks them
 BLIND = np.array([True, False, False, True, False, False])  # blind answers alone, as the audit marks them
+BLIND_PARTS = np.array([-1, -1, 0, -1, -1, -1])  # VG's blind accuracy (Acc_B), as the audit names it
 
 
 def run_cell(design: dict[str, np.ndarray], groups: dict[str, np.ndarray], accuracy: float, simulations: int,
@@ -116,7 +117,7 @@ def run_cell(design: dict[str, np.ndarray], groups: dict[str, np.ndarray], accur
     for b in range(simulations):
         correct = simulate(design, accuracy, rng)
         found = crossed_intervals(correct, members, design["video"], design["prompt"], 0.95,
-                                  CONTRASTS, PROPORTION, ROBUST, BLIND)
+                                  CONTRASTS, PROPORTION, ROBUST, BLIND, BLIND_PARTS)
         low, high = found.low, found.high
         hit = (low <= truth) & (truth <= high)
         given = ~np.isnan(low)
@@ -179,6 +180,27 @@ def within_the_rule(below: float, above: float, given: float, impossible: str = 
         return False
     other = {"below": high, "above": low}.get(impossible)
     return 1 - low - high <= top or (other is not None and 1 - low - high <= 0.985 and other >= 0.015)
+
+
+def chance_lines(cells: list[tuple[str, float, float, float]]) -> list[str]:
+    """What chance alone does to #27's rule over a table of cells (name, count below the truth, count above it,
+    intervals given): how many cells an interval whose tails are each exactly 2.5% would leave outside the rule's
+    tail limit (Σ 1 − (1 − q)², q = P(Bin(S', 0.025) > the limit), at each cell's S'), and which tails lie above 2.5%
+    beyond chance (one-sided binomial p ≥ the count, Holm over every tail of the table at 0.05)."""
+    given = np.array([c[3] for c in cells], dtype=float)
+    counts = np.array([(c[1], c[2]) for c in cells], dtype=float)
+    limit = np.floor((0.025 + 2 * np.sqrt(0.025 * 0.975 / given)) * given)
+    q = scipy.stats.binom.sf(limit, given, 0.025)
+    expected = float((1 - (1 - q) ** 2).sum())
+    p = scipy.stats.binom.sf(counts - 1, given[:, None], 0.025)
+    adjusted = holm(p)
+    beyond = [f"{name}: {'below' if side == 0 else 'above'} the truth in {100 * counts[c, side] / given[c]:.1f}% "
+              f"(adjusted p {adjusted[c, side]:.2g})"
+              for c, (name, *_) in enumerate(cells) for side in (0, 1) if adjusted[c, side] < 0.05]
+    return [f"Chance alone: an interval whose tails are each exactly 2.5% would leave on average {expected:.1f} of "
+            f"these {len(cells)} cells outside the rule's tail limit (BG aside: its tails are Acc_B's). Tails above "
+            f"2.5% beyond chance (one-sided binomial test, Holm over the {2 * len(cells)} tails, 0.05): "
+            f"{len(beyond)}" + (":" if beyond else ".")] + [f"- {line}" for line in beyond]
 
 
 def cell_text(counts: dict, g: int, j: int, simulations: int, impossible: str = "") -> tuple[str, bool]:
@@ -257,7 +279,7 @@ def main() -> int:
     table, families = [header, "|" + "---|" * (len(QUANTITIES) + 3)], []
     started = time.perf_counter()
     meeting = {"coverage": [0, 0], "Δ": [0, 0]}
-    sides = []
+    sides, tails = [], []
     for name, design in lists.items():
         groups = kept(groups_of(name, design, rng), args.groups)
         if not groups:
@@ -274,6 +296,9 @@ def main() -> int:
                     meeting["Δ" if q.startswith("Δ") else "coverage"][1] += 1
                     if not meets:
                         sides.append(sides_text(group, accuracy, q, counts, g, j, s))
+                    if q != "BG":
+                        tails.append((f"{group} at {accuracy:.2f}, {q}", counts["below"][g, j],
+                                      counts["above"][g, j], s - counts["withheld"][g, j]))
                 table.append(f"| {group} | {int(keep.sum())} | {accuracy:.2f} | "
                              + " | ".join(text for text, _ in cells) + " |")
             families.append(f"| {'VRU-Accident' if name == 'vru_accident' else 'MM-AU'} | {accuracy:.2f} | "
@@ -285,6 +310,7 @@ def main() -> int:
     print("\n".join(table))
     print(f"\nAcc_B, Acc_V, BG, VG: {meeting['coverage'][0]} of {meeting['coverage'][1]} cells within the rule; "
           f"Δ: {meeting['Δ'][0]} of {meeting['Δ'][1]}")
+    print("\n" + "\n".join(chance_lines([t for t in tails if t[3] > 0])))
     if sides:
         print("\nThe cells outside the rule, by side:\n")
         print("\n".join(sides))

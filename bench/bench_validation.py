@@ -42,7 +42,19 @@ import scipy.integrate
 import scipy.optimize
 import scipy.special
 import scipy.stats
-from bench_coverage import BLIND, CONTRASTS, PROPORTION, QUANTITIES, ROBUST, cell_text, impossible_tails, kept, parse
+from bench_coverage import (
+    BLIND,
+    BLIND_PARTS,
+    CONTRASTS,
+    PROPORTION,
+    QUANTITIES,
+    ROBUST,
+    cell_text,
+    chance_lines,
+    impossible_tails,
+    kept,
+    parse,
+)
 
 from visdep_metrics.stats import crossed_intervals
 
@@ -182,7 +194,7 @@ def run_setting(design: dict[str, np.ndarray], parts: dict[str, np.ndarray], gro
     for s in range(simulations):
         correct = simulate(design, parts, cuts, rng)
         found = crossed_intervals(correct, members, design["video"], design["prompt"], 0.95, CONTRASTS, PROPORTION,
-                                  ROBUST, BLIND)
+                                  ROBUST, BLIND, BLIND_PARTS)
         low, high = found.low[:, order], found.high[:, order]
         counts["covered"] += (low <= truth) & (truth <= high)
         counts["withheld"] += np.isnan(low)
@@ -236,7 +248,7 @@ def main() -> int:
           f"points, of a 95% coverage {100 * np.sqrt(0.95 * 0.05 / s):.2f} (over the intervals given: withheld ones "
           f"raise both)")
     table = ["| group | n | setting | " + " | ".join(QUANTITIES) + " |", "|" + "---|" * (len(QUANTITIES) + 3)]
-    within, cells, started = 0, 0, time.perf_counter()
+    within, cells, started, judged = 0, 0, time.perf_counter(), []
     for name, design in lists.items():
         groups = kept(groups_of(name, design, rng), args.groups)
         if not groups:
@@ -254,12 +266,17 @@ def main() -> int:
                          for j in range(len(QUANTITIES))]
                 within += sum(meets for _, meets in texts)
                 cells += len(texts)
+                judged += [(f"{group}, {setting}, {q}", counts["below"][g, j], counts["above"][g, j],
+                           s - counts["withheld"][g, j]) for j, q in enumerate(QUANTITIES)
+                          if q != "BG" and counts["withheld"][g, j] < s]
                 table.append(f"| {group} | {int(keep.sum())} | {setting} | " + " | ".join(t for t, _ in texts) + " |")
             print(f"  {name}, {setting} done ({time.perf_counter() - started:.0f} s)", file=sys.stderr)
     print("\nValidation: coverage of the 95% intervals (%; in brackets the shares wholly below / above the truth; in "
           "bold: outside #27's rule; †: a tail impossible by calculation):\n")
     print("\n".join(table))
     print(f"\n{within} of {cells} cells within the rule")
+    if judged:
+        print("\n" + "\n".join(chance_lines(judged)))
     return 0
 
 

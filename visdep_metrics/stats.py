@@ -65,8 +65,9 @@ MIN_INDEPENDENT = 10
 SHARED_NU = 2.0
 # Over shared prompts, no video and fewer effective prompts (N / ν) than this: the wild bootstrap (module docstring)
 WILD_BELOW = 400
-T, WILD, CLOPPER_PEARSON = ("t on the design effect", "wild bootstrap over prompts",
-                            "Clopper-Pearson on the design effect")
+T, WILD, CLOPPER_PEARSON, GAIN = ("t on the design effect", "wild bootstrap over prompts",
+                                  "Clopper-Pearson on the design effect",
+                                  "the blind accuracy's Clopper-Pearson with a t for the rest (MOVER)")
 
 
 @dataclass(frozen=True)
@@ -279,7 +280,8 @@ def clopper_pearson(p: ArrayLike, n: ArrayLike, confidence_level: float) -> tupl
 def crossed_intervals(values: ArrayLike, groups: ArrayLike | None = None, videos: ArrayLike | None = None,
                       prompts: ArrayLike | None = None, confidence_level: float = 0.95,
                       contrasts: ArrayLike | None = None, proportion: ArrayLike | bool = True,
-                      robust: ArrayLike | bool = False, blind: ArrayLike | bool = False) -> Intervals:
+                      robust: ArrayLike | bool = False, blind: ArrayLike | bool = False,
+                      blind_parts: ArrayLike | None = None) -> Intervals:
     """Intervals of the means of `values` (rows, n) over each group, with the dependence the questions' videos and
     prompts give them (module docstring).
 
@@ -291,7 +293,9 @@ def crossed_intervals(values: ArrayLike, groups: ArrayLike | None = None, videos
     most G − 1 df over G videos, and for a proportion a design effect at least the two-way cluster-robust one; a
     difference that is not `robust` (between models) gets the cluster-robust one. blind: (outputs,) booleans or one for
     all: the outputs made of blind answers only, which saw the prompt and no video: where prompts are given, their units
-    are the prompts alone. Returns Intervals of (G, outputs)."""
+    are the prompts alone. blind_parts: (outputs,) indices, for a Visual Gain (a `robust` difference: video answers less
+    blind ones) the output that is its blind accuracy, -1 elsewhere: where a group's questions share prompts its
+    interval follows that accuracy's (`_visual_gains`). Returns Intervals of (G, outputs)."""
     x = _rows(values)
     rows, n = x.shape
     combine = np.eye(rows) if contrasts is None else np.asarray(contrasts, dtype=np.float64).reshape(-1, rows)
@@ -301,6 +305,13 @@ def crossed_intervals(values: ArrayLike, groups: ArrayLike | None = None, videos
     is_blind = np.broadcast_to(np.asarray(blind, dtype=bool), (outputs,))
     if (is_robust & is_blind).any():
         raise ValueError("an output cannot be both blind and robust (made of video answers)")
+    blind_part = np.full(outputs, -1) if blind_parts is None else np.asarray(blind_parts, dtype=np.int64).ravel()
+    gains = np.flatnonzero(blind_part >= 0)
+    if blind_part.shape != (outputs,) or (blind_part >= outputs).any() or not (
+            is_robust[gains] & ~is_proportion[gains] & is_blind[blind_part[gains]]
+            & is_proportion[blind_part[gains]]).all():
+        raise ValueError("blind_parts must give, for each Visual Gain (a robust difference), the index of its blind "
+                         f"accuracy (a blind proportion) among the {outputs} outputs, and -1 elsewhere")
     member = np.ones((1, n), dtype=bool) if groups is None else np.asarray(groups, dtype=bool)
     if member.ndim != 2 or member.shape[1] != n:
         raise ValueError(f"groups must be (n_groups, {n}) booleans, got shape {member.shape}")
@@ -309,7 +320,7 @@ def crossed_intervals(values: ArrayLike, groups: ArrayLike | None = None, videos
     video = labels(videos, n)
     prompt = None if prompts is None else labels(prompts, n)
     shape = (member.shape[0], outputs)
-    low, high, p, deff, n_eff = (np.full(shape, np.nan) for _ in range(5))
+    low, high, p, deff, n_eff, df = (np.full(shape, np.nan) for _ in range(6))
     note = np.full(shape, "", dtype=object)
     method = np.full(shape, T, dtype=object)
     method[:, is_proportion] = CLOPPER_PEARSON
@@ -327,14 +338,17 @@ def crossed_intervals(values: ArrayLike, groups: ArrayLike | None = None, videos
                 continue
             found = _estimate(y[part], units, None if prompt is None else prompt[keep], is_robust[part],
                               is_proportion[part], confidence_level)
-            low[g, part], high[g, part], p[g, part], deff[g, part], note[g, part], method[g, part] = found
+            low[g, part], high[g, part], p[g, part], deff[g, part], df[g, part], note[g, part], method[g, part] = found
             n_eff[g, part] = size / deff[g, part]
+        if gains.size and prompt is not None and _units(prompt[keep])[2] >= SHARED_NU:
+            _visual_gains(y, video[keep], prompt[keep], blind_part, deff[g], df[g], confidence_level,
+                          (low[g], high[g], p[g], method[g]))
     return Intervals(low=low, high=high, p_value=p, deff=deff, n_effective=n_eff, note=note, method=method)
 
 
 def _estimate(y: np.ndarray, video: np.ndarray, prompt: np.ndarray | None, is_robust: np.ndarray,
               is_proportion: np.ndarray, confidence_level: float) -> tuple[np.ndarray, ...]:
-    """One group's (low, high, p, deff, note, method) for each output row of y (outputs, n_g), its questions'
+    """One group's (low, high, p, deff, df, note, method) for each output row of y (outputs, n_g), its questions'
     videos and prompts the units."""
     size = y.shape[1]
     deff, df = _design_effects(y, video, prompt, is_robust, is_proportion)
@@ -351,7 +365,7 @@ def _estimate(y: np.ndarray, video: np.ndarray, prompt: np.ndarray | None, is_ro
                                                  f"the sign-flip test rejects no value")
     _withhold_few_differing(y, video, prompt, ~is_proportion & np.isfinite(low), 1 - confidence_level,
                             (low, high, p, note))
-    return low, high, p, deff, note, method
+    return low, high, p, deff, df, note, method
 
 
 def _withhold_few_differing(y: np.ndarray, video: np.ndarray, prompt: np.ndarray | None, rows: np.ndarray,
@@ -412,14 +426,8 @@ def _bounds(y: np.ndarray, n_eff: np.ndarray, deff: np.ndarray, df: np.ndarray, 
     spread = ((y - mean[:, None]) ** 2).sum(axis=1)
     low, high, p = (np.full(len(y), np.nan) for _ in range(3))
     note = np.array([""] * len(y), dtype=object)
-    # the binomial variance p (1 - p) / n is one model's; a mean over several models' correctness varies less, by the
-    # ratio of the binomial variance to its actual spread
-    with np.errstate(invalid="ignore", divide="ignore"):
-        binomial = np.where(spread > 0, size * mean * (1 - mean) / spread, 1.0)
     t = scipy.special.stdtrit(df, 0.5 + confidence_level / 2)
-    # the variance is estimated from df effective units: fewer answers by (z / t)², as Korn & Graubard (1998) do
-    z = scipy.special.ndtri(0.5 + confidence_level / 2)
-    cl, ch = clopper_pearson(mean, n_eff * np.maximum(binomial, 1.0) * (z / t) ** 2, confidence_level)
+    cl, ch = _proportion_bounds(mean, spread, size, n_eff, df, confidence_level)
     se = np.sqrt(spread / (size - 1) * deff / size)
     for o in range(len(y)):
         if not is_proportion[o] and spread[o] == 0:
@@ -433,6 +441,98 @@ def _bounds(y: np.ndarray, n_eff: np.ndarray, deff: np.ndarray, df: np.ndarray, 
             low[o], high[o] = mean[o] - t[o] * se[o], mean[o] + t[o] * se[o]
             p[o] = 2 * scipy.special.stdtr(df[o], -abs(mean[o]) / se[o])
     return low, high, p, note
+
+
+def _proportion_bounds(mean: np.ndarray, spread: np.ndarray, size: int, n_eff: np.ndarray, df: np.ndarray,
+                       confidence_level: float) -> tuple[np.ndarray, np.ndarray]:
+    """Clopper-Pearson's interval of proportions `mean` on n_eff independent answers, fewer by (z / t_df)²: the
+    variance is estimated from df effective units (Korn & Graubard 1998)."""
+    # the binomial variance p (1 - p) / n is one model's; a mean over several models' correctness varies less, by the
+    # ratio of the binomial variance to its actual spread
+    with np.errstate(invalid="ignore", divide="ignore"):
+        binomial = np.where(spread > 0, size * mean * (1 - mean) / spread, 1.0)
+    t = scipy.special.stdtrit(df, 0.5 + confidence_level / 2)
+    z = scipy.special.ndtri(0.5 + confidence_level / 2)
+    return clopper_pearson(mean, n_eff * np.maximum(binomial, 1.0) * (z / t) ** 2, confidence_level)
+
+
+def _visual_gains(y: np.ndarray, video: np.ndarray, prompt: np.ndarray, blind_part: np.ndarray, deff: np.ndarray,
+                  df: np.ndarray, confidence_level: float, found: tuple[np.ndarray, ...]) -> None:
+    """Replace (in place) the t interval and p-value of each Visual Gain d = v − b (rows of y with blind_part[o] ≥ 0,
+    their blind accuracy b the row blind_part[o]) in a group whose questions share prompts.
+
+    There the gain's spread comes mostly from a few prompts' blind answers, each a copy of one answer: its estimate
+    and its variance move together (at accuracy 0.92 a gain is low exactly where the big prompts were answered right
+    blind, and its variance small), and a symmetric t lies on one side of the truth too often. The blind accuracy's
+    own interval has that shape (Clopper-Pearson's, on its prompts). So split the gain's deviation into the part that
+    moves with the blind accuracy and the rest, d̄ − Δ = −β (b̄ − β_B) + e, β = −Cov(d̄, b̄) / Var(b̄) =
+    (Var b̄ + Var d̄ − Var v̄) / (2 Var b̄), Var e = Var d̄ − β² Var b̄ ≥ 0 (each variance the ANOVA design effect's,
+    so they polarise), e uncorrelated with b̄; and add the two parts' intervals as Zou & Donner's (2008) MOVER adds
+    uncorrelated ones: for β ≥ 0
+
+        high = d̄ + √(β² (b̄ − l_B)² + t² Var e),      low = d̄ − √(β² (u_B − b̄)² + t² Var e),
+
+    [l_B, u_B] the blind accuracy's interval, t that of the gain's degrees of freedom (for β < 0 the blind sides
+    swap). The p-value of H0: no gain is the 1 − level at which the interval reaches 0 (bisection), so p < α exactly
+    when the interval excludes 0, as for a t."""
+    low, high, p, method = found
+    size = y.shape[1]
+    for o in np.flatnonzero(blind_part >= 0):
+        j = int(blind_part[o])
+        if not (np.isfinite(low[o]) and np.isfinite(low[j])):
+            continue
+        gain, blind = y[o], y[j]
+        seen = gain + blind
+        spread_d, spread_b, spread_v = (float(((r - r.mean()) ** 2).sum()) for r in (gain, blind, seen))
+        var_d, var_b, var_v = (spread / (size - 1) * design_effect / size for spread, design_effect in
+                               ((spread_d, deff[o]), (spread_b, deff[j]),
+                                (spread_v, float(_design_effects(seen[None], video, prompt)[0][0]))))
+        if var_b <= 0:
+            continue
+        beta = (var_b + var_d - var_v) / (2 * var_b)
+        gain_of = _GainParts(gain.mean(), blind.mean(), beta, max(var_d - beta**2 * var_b, 0.0), spread_b, size,
+                             size / deff[j], df[j], df[o])
+        (low[o],), (high[o],) = gain_of.bounds(np.array([confidence_level]))
+        method[o] = GAIN
+        p[o] = gain_of.p_value()
+
+
+@dataclass(frozen=True)
+class _GainParts:
+    """A Visual Gain split as `_visual_gains` splits it: its mean d, its blind accuracy b, the slope β of its deviation
+    on the blind accuracy's, the rest's variance Var e; the blind accuracy's spread, answers and df, the gain's df."""
+
+    d: float
+    b: float
+    beta: float
+    var_e: float
+    spread_b: float
+    size: int
+    n_eff_b: float
+    df_b: float
+    df_d: float
+
+    def bounds(self, level: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(low, high) at each confidence level."""
+        lb, ub = _proportion_bounds(np.full(level.shape, self.b), self.spread_b, self.size, self.n_eff_b, self.df_b,
+                                    level)
+        below, above = (self.b - lb, ub - self.b) if self.beta >= 0 else (ub - self.b, self.b - lb)
+        rest = scipy.special.stdtrit(self.df_d, 0.5 + level / 2) ** 2 * self.var_e
+        return (self.d - np.sqrt(self.beta**2 * above**2 + rest), self.d + np.sqrt(self.beta**2 * below**2 + rest))
+
+    def p_value(self) -> float:
+        """1 − the level at which the bound on the gain's side reaches 0 (bounds widen as the level rises)."""
+        if self.d == 0:
+            return 1.0
+        side = 0 if self.d > 0 else 1
+        low_level, high_level = 0.0, 1.0 - 1e-15
+        for _ in range(60):
+            middle = (low_level + high_level) / 2
+            if (self.bounds(np.array([middle]))[side][0] > 0) == (self.d > 0):
+                low_level = middle
+            else:
+                high_level = middle
+        return 1.0 - (low_level + high_level) / 2
 
 
 def holm(p_values: ArrayLike) -> np.ndarray:

@@ -64,7 +64,8 @@ class Design:
     def intervals(self, values: np.ndarray, groups: np.ndarray, confidence_level: float,
                   outputs: _Outputs) -> Intervals:
         return crossed_intervals(values, groups, self.videos, self.prompts, confidence_level, outputs.contrasts(),
-                                 np.array(outputs.proportion), np.array(outputs.robust), outputs.blind())
+                                 np.array(outputs.proportion), np.array(outputs.robust), outputs.blind(),
+                                 outputs.blind_parts())
 
 
 def subsets(scores: pd.DataFrame) -> dict[str, np.ndarray]:
@@ -99,16 +100,21 @@ class _Outputs:
 
     def __init__(self, n_values: int, n_blind: int):
         self.n_values, self.n_blind = n_values, n_blind
-        self.blocks, self.terms, self.proportion, self.robust = {}, [], [], []
+        self.blocks, self.terms, self.proportion, self.robust, self.gain_of = {}, [], [], [], []
 
     def add(self, name: str, members: Sequence[int], terms: list[dict[int, float]], proportion: bool,
-            video: bool) -> None:
+            video: bool, gain_of: str | None = None) -> None:
         """proportion: Clopper-Pearson's interval, else a difference's; video: its answers share more than their
-        prompt."""
+        prompt; gain_of: for a Visual Gain, the block of its blind accuracies (the same members)."""
         self.blocks[name] = (len(self.terms), list(members))
         self.terms += terms
         self.proportion += [proportion] * len(terms)
         self.robust += [video] * len(terms)
+        self.gain_of += [None if gain_of is None else (gain_of, member) for member in members]
+
+    def blind_parts(self) -> np.ndarray:
+        """Per output, the output of a Visual Gain's blind accuracy, -1 elsewhere (`crossed_intervals`)."""
+        return np.array([-1 if part is None else self.at(*part) for part in self.gain_of], dtype=np.int64)
 
     def blind(self) -> np.ndarray:
         """Which outputs are made of blind answers alone (their units are the prompts)."""
@@ -164,12 +170,13 @@ def summary_rows(bench: BenchmarkResults, scores: pd.DataFrame, settings: AuditS
     out = _Outputs(len(values), n_models)
     out.add("acc_blind", all_rows, [{int(i): 1.0} for i in all_rows], True, False)
     out.add("acc_video", video_rows, [{video_at[int(i)]: 1.0} for i in video_rows], True, True)
-    out.add("visual_gain", video_rows, [{video_at[int(i)]: 1.0, int(i): -1.0} for i in video_rows], False, True)
+    out.add("visual_gain", video_rows, [{video_at[int(i)]: 1.0, int(i): -1.0} for i in video_rows], False, True,
+            gain_of="acc_blind")
     out.add("mean_acc_blind", [0], [_mean_of(headline_rows)], True, False)
     if judge_rows.size:
         out.add("mean_acc_video", [0], [_mean_of(judge_video)], True, True)
         out.add("mean_visual_gain", [0], [_combined(_mean_of(judge_video), _mean_of(headline_rows), -1.0)], False,
-                True)
+                True, gain_of="mean_acc_blind")
     found = design.intervals(values, members, settings.confidence_level, out)
     rows, headline = [], []
     for g, (common, (subset, category, keep)) in enumerate(zip(_group_columns(bench, design, members, found),
