@@ -46,6 +46,11 @@ WILD_BELOW effective prompts (a category where a few prompts hold much of it), g
 restricted wild cluster bootstrap over the prompts instead (`visdep_metrics.wild_bootstrap`: sign flips of whole
 prompts, the interval by inverting the test): there the t of a cluster-robust variance dominated by a few prompt sums
 is conservative, and under H0 two models of equal skill are exchangeable within each prompt.
+
+A Visual Gain (VG = Acc_V − Acc_B of one model, or of the mean of several) in a group whose questions share prompts
+(ν_prompt ≥ 2), whose blind accuracy the same call estimates (`blind_parts`), follows that accuracy's interval
+(`_visual_gains`): there its spread comes mostly from a few prompts' blind answers, its estimate and its variance move
+together, and a symmetric t lay on one side of the truth in 5–7% of benchmarks (docs/statistics.md).
 """
 
 from __future__ import annotations
@@ -465,7 +470,7 @@ def _visual_gains(y: np.ndarray, video: np.ndarray, prompt: np.ndarray, blind_pa
     and its variance move together (at accuracy 0.92 a gain is low exactly where the big prompts were answered right
     blind, and its variance small), and a symmetric t lies on one side of the truth too often. The blind accuracy's
     own interval has that shape (Clopper-Pearson's, on its prompts). So split the gain's deviation into the part that
-    moves with the blind accuracy and the rest, d̄ − Δ = −β (b̄ − β_B) + e, β = −Cov(d̄, b̄) / Var(b̄) =
+    moves with the blind accuracy and the rest, d̄ − Δ = −β (b̄ − p_B) + e, β = −Cov(d̄, b̄) / Var(b̄) =
     (Var b̄ + Var d̄ − Var v̄) / (2 Var b̄), Var e = Var d̄ − β² Var b̄ ≥ 0 (each variance the ANOVA design effect's,
     so they polarise), e uncorrelated with b̄; and add the two parts' intervals as Zou & Donner's (2008) MOVER adds
     uncorrelated ones: for β ≥ 0
@@ -477,62 +482,68 @@ def _visual_gains(y: np.ndarray, video: np.ndarray, prompt: np.ndarray, blind_pa
     when the interval excludes 0, as for a t."""
     low, high, p, method = found
     size = y.shape[1]
-    for o in np.flatnonzero(blind_part >= 0):
-        j = int(blind_part[o])
-        if not (np.isfinite(low[o]) and np.isfinite(low[j])):
-            continue
-        gain, blind = y[o], y[j]
-        seen = gain + blind
-        spread_d, spread_b, spread_v = (float(((r - r.mean()) ** 2).sum()) for r in (gain, blind, seen))
-        var_d, var_b, var_v = (spread / (size - 1) * design_effect / size for spread, design_effect in
-                               ((spread_d, deff[o]), (spread_b, deff[j]),
-                                (spread_v, float(_design_effects(seen[None], video, prompt)[0][0]))))
-        if var_b <= 0:
-            continue
-        beta = (var_b + var_d - var_v) / (2 * var_b)
-        gain_of = _GainParts(gain.mean(), blind.mean(), beta, max(var_d - beta**2 * var_b, 0.0), spread_b, size,
-                             size / deff[j], df[j], df[o])
-        (low[o],), (high[o],) = gain_of.bounds(np.array([confidence_level]))
-        method[o] = GAIN
-        p[o] = gain_of.p_value()
+    gains = np.array([o for o in np.flatnonzero(blind_part >= 0)
+                      if np.isfinite(low[o]) and np.isfinite(low[blind_part[o]])], dtype=np.int64)
+    if not gains.size:
+        return
+    blinds = blind_part[gains]
+    gain, blind = y[gains], y[blinds]
+    seen = gain + blind
+
+    def spread(rows: np.ndarray) -> np.ndarray:
+        return ((rows - rows.mean(axis=1, keepdims=True)) ** 2).sum(axis=1)
+
+    spread_b = spread(blind)
+    var_d, var_b, var_v = (sums / (size - 1) * design_effect / size for sums, design_effect in
+                           ((spread(gain), deff[gains]), (spread_b, deff[blinds]),
+                            (spread(seen), _design_effects(seen, video, prompt)[0])))
+    varies = var_b > 0  # a blind accuracy of 0 or 1 has no spread to follow: the t stays
+    beta = (var_b + var_d - var_v) / (2 * np.where(varies, var_b, 1.0))
+    parts = _GainParts(gain.mean(axis=1), blind.mean(axis=1), beta, np.maximum(var_d - beta**2 * var_b, 0.0),
+                       spread_b, size, size / deff[blinds], df[blinds], df[gains])
+    bounds = parts.bounds(np.full(len(gains), confidence_level))
+    found_p = parts.p_values()
+    for k, o in enumerate(gains):
+        if varies[k]:
+            low[o], high[o], p[o], method[o] = bounds[0][k], bounds[1][k], found_p[k], GAIN
 
 
 @dataclass(frozen=True)
 class _GainParts:
-    """A Visual Gain split as `_visual_gains` splits it: its mean d, its blind accuracy b, the slope β of its deviation
-    on the blind accuracy's, the rest's variance Var e; the blind accuracy's spread, answers and df, the gain's df."""
+    """Visual Gains split as `_visual_gains` splits them, one per entry: the mean d, the blind accuracy b, the slope
+    β of the gain's deviation on the blind accuracy's, the rest's variance Var e; the blind accuracy's spread, answers
+    and df, the gain's df; over `size` questions."""
 
-    d: float
-    b: float
-    beta: float
-    var_e: float
-    spread_b: float
+    d: np.ndarray
+    b: np.ndarray
+    beta: np.ndarray
+    var_e: np.ndarray
+    spread_b: np.ndarray
     size: int
-    n_eff_b: float
-    df_b: float
-    df_d: float
+    n_eff_b: np.ndarray
+    df_b: np.ndarray
+    df_d: np.ndarray
 
     def bounds(self, level: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(low, high) at each confidence level."""
-        lb, ub = _proportion_bounds(np.full(level.shape, self.b), self.spread_b, self.size, self.n_eff_b, self.df_b,
-                                    level)
-        below, above = (self.b - lb, ub - self.b) if self.beta >= 0 else (ub - self.b, self.b - lb)
+        """(low, high), each gain at its own confidence level."""
+        lb, ub = _proportion_bounds(self.b, self.spread_b, self.size, self.n_eff_b, self.df_b, level)
+        rising = self.beta >= 0
+        below, above = np.where(rising, self.b - lb, ub - self.b), np.where(rising, ub - self.b, self.b - lb)
         rest = scipy.special.stdtrit(self.df_d, 0.5 + level / 2) ** 2 * self.var_e
         return (self.d - np.sqrt(self.beta**2 * above**2 + rest), self.d + np.sqrt(self.beta**2 * below**2 + rest))
 
-    def p_value(self) -> float:
-        """1 − the level at which the bound on the gain's side reaches 0 (bounds widen as the level rises)."""
-        if self.d == 0:
-            return 1.0
-        side = 0 if self.d > 0 else 1
-        low_level, high_level = 0.0, 1.0 - 1e-15
-        for _ in range(60):
+    def p_values(self) -> np.ndarray:
+        """1 − the level at which each interval's bound on its gain's side reaches 0 (bounds widen as the level
+        rises), by bisection; 1 for a gain of 0."""
+        positive = self.d > 0
+        low_level = np.full(self.d.shape, 1e-9)  # at a level of 0, t and z are 0
+        high_level = np.full(self.d.shape, 1.0 - 1e-15)
+        for _ in range(48):
             middle = (low_level + high_level) / 2
-            if (self.bounds(np.array([middle]))[side][0] > 0) == (self.d > 0):
-                low_level = middle
-            else:
-                high_level = middle
-        return 1.0 - (low_level + high_level) / 2
+            low, high = self.bounds(middle)
+            short = np.where(positive, low > 0, high < 0)  # the interval at this level still excludes 0
+            low_level, high_level = np.where(short, middle, low_level), np.where(short, high_level, middle)
+        return np.where(self.d == 0, 1.0, 1.0 - (low_level + high_level) / 2)
 
 
 def holm(p_values: ArrayLike) -> np.ndarray:

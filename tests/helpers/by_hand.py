@@ -1,6 +1,7 @@
 """The audit's interval of an accuracy written out by hand, for tests to check `visdep_metrics.stats` against:
 the one-way ANOVA design effect by pandas group-bys, Fisher's sampling variance of the intraclass correlation for
-its degrees of freedom, and Clopper and Pearson's interval on the independent answers that leaves."""
+its degrees of freedom, and Clopper and Pearson's interval on the independent answers that leaves; and a Visual
+Gain's interval over shared prompts, built from it."""
 
 from __future__ import annotations
 
@@ -69,3 +70,30 @@ def clustered_accuracy_interval(correct: np.ndarray, unit: np.ndarray) -> tuple[
     variance = 2 * (1 - rho) ** 2 * (1 + (n0 - 1) * rho) ** 2 / (n0 * (n0 - 1) * (c - 1))
     df = min(2 * deff**2 / ((nu - 1) ** 2 * variance), 1e9) if variance > 0 else 1e9
     return by_hand_clopper_pearson(p, n / deff, df)
+
+
+def visual_gain_interval(seen: np.ndarray, blind: np.ndarray, prompt: np.ndarray) -> tuple[float, float]:
+    """95% interval of the Visual Gain mean(seen − blind) over questions each about a video of its own whose blind
+    prompts are shared (one factor, the prompts), as docs/statistics.md defines it: the gain's deviation split into β
+    times the blind accuracy's and an uncorrelated rest, β = (Var b̄ + Var d̄ − Var v̄) / (2 Var b̄), Var e = Var d̄ −
+    β² Var b̄, each variance s² (1 + ρ (ν − 1)) / N by pandas group-bys; then high = d̄ + √(β² (b̄ − l_B)² + t² Var e),
+    low = d̄ − √(β² (u_B − b̄)² + t² Var e), [l_B, u_B] the blind accuracy's interval (`clustered_accuracy_interval`),
+    t on the gain's Satterthwaite df, deff² / ((1 − ρ)² / (N − 1) + (ρ ν)² / (N / ν − 1)), at most N / ν − 1 where
+    ρ (ν − 1) ≥ 1."""
+    n, gain = len(seen), seen - blind
+
+    def variance(values: np.ndarray) -> tuple[float, float, float]:
+        rho, nu, _, _ = one_way(values, prompt)
+        return float(np.var(values, ddof=1)) * (1 + rho * (nu - 1)) / n, rho, nu
+
+    (var_d, rho, nu), (var_b, _, _), (var_v, _, _) = variance(gain), variance(blind), variance(seen)
+    beta = (var_b + var_d - var_v) / (2 * var_b)
+    var_e = max(var_d - beta**2 * var_b, 0.0)
+    deff = 1 + rho * (nu - 1)
+    df = deff**2 / ((1 - rho) ** 2 / (n - 1) + (rho * nu) ** 2 / (n / nu - 1))
+    if rho * (nu - 1) >= 1:
+        df = min(df, n / nu - 1)
+    low_b, high_b = clustered_accuracy_interval(blind, prompt)
+    b, d, t = blind.mean(), gain.mean(), scipy.stats.t.ppf(0.975, df)
+    below, above = (b - low_b, high_b - b) if beta >= 0 else (high_b - b, b - low_b)
+    return d - np.sqrt(beta**2 * above**2 + t**2 * var_e), d + np.sqrt(beta**2 * below**2 + t**2 * var_e)

@@ -1,15 +1,17 @@
 """visdep_metrics.stats: the intervals against scipy's where the questions are independent, the design effect against
 its definition computed by hand, degenerate groups, a lone shared prompt, p-values against the intervals over a fine
-scan, Holm's adjustment by hand, blind answers' units, the degrees of freedom of an estimated design effect, and
-differences on too few clusters."""
+scan, Holm's adjustment by hand, blind answers' units, the degrees of freedom of an estimated design effect,
+differences on too few clusters, and a Visual Gain over shared prompts against its definition written out by hand."""
 
 import numpy as np
 import pytest
 import scipy.stats
 
-from tests.helpers.by_hand import anova_design_effect, by_hand_clopper_pearson
+from tests.helpers.by_hand import anova_design_effect, by_hand_clopper_pearson, visual_gain_interval
 from visdep_metrics.degrees_of_freedom import effective_clusters
 from visdep_metrics.stats import (
+    GAIN,
+    T,
     crossed_intervals,
     design_effect,
     holm,
@@ -317,3 +319,61 @@ def test_a_sandwich_over_four_dominant_prompts_rests_on_about_four_clusters():
     sizes = np.r_[np.full(4, 80.0), np.ones(680)]
     np.testing.assert_allclose(effective_clusters(sizes, np.array([1.0, 0.0])), [4.2153, 38.052], rtol=1e-4)
     np.testing.assert_allclose(effective_clusters(np.full(10, 6.0), np.array([0.0, 0.4, 1.0])), 10.0)
+
+
+def _gain_design(seed: int, blind_cut: float, seen_cut: float) -> tuple[np.ndarray, ...]:
+    """Questions each about a video of its own over prompts of very unequal sizes (three hold 105 of 305): blind
+    answers nearly one per prompt, video answers sharing a little of the prompt's difficulty."""
+    rng = np.random.default_rng(seed)
+    sizes = np.r_[40, 35, 30, np.full(20, 5), np.full(50, 2)]
+    prompt = np.repeat(np.arange(len(sizes)), sizes)
+    n = len(prompt)
+    u = rng.normal(0, 1, len(sizes))
+    blind = ((u + rng.normal(0, 0.7, len(sizes)))[prompt] + rng.normal(0, 0.3, n) > blind_cut).astype(float)
+    seen = (0.6 * u[prompt] + rng.normal(0, 1, n) > seen_cut).astype(float)
+    return seen, blind, prompt
+
+
+GAIN_OUTPUTS = {"contrasts": [[1.0, 0.0], [0.0, 1.0], [-1.0, 1.0]], "proportion": [True, True, False],
+                "robust": [False, True, True], "blind": [True, False, False]}
+
+
+@pytest.mark.parametrize("seed, blind_cut, seen_cut", [(1, -1.2, -1.3), (2, 0.7, 0.5), (3, 0.0, -0.3), (4, -1.6, -1.0)])
+def test_a_visual_gain_over_shared_prompts_is_its_blind_accuracys_interval_and_a_t_as_written_out_by_hand(
+        seed, blind_cut, seen_cut):
+    seen, blind, prompt = _gain_design(seed, blind_cut, seen_cut)
+    video = np.arange(len(prompt))
+    found = crossed_intervals(np.stack([blind, seen]), None, video, prompt, 0.95, blind_parts=[-1, -1, 0],
+                              **GAIN_OUTPUTS)
+    assert found.method[0, 2] == GAIN
+    assert (found.low[0, 2], found.high[0, 2]) == pytest.approx(visual_gain_interval(seen, blind, prompt), rel=1e-6)
+    # without its blind part named, the same gain gets the symmetric t interval, another one
+    t_interval = crossed_intervals(np.stack([blind, seen]), None, video, prompt, 0.95, **GAIN_OUTPUTS)
+    assert t_interval.method[0, 2] == T
+    assert abs(t_interval.low[0, 2] - found.low[0, 2]) > 1e-3
+
+
+@pytest.mark.parametrize("confidence", [0.95, 0.99])
+def test_a_visual_gains_p_is_below_alpha_exactly_when_its_interval_excludes_zero(confidence):
+    seen, blind, prompt = _gain_design(1, -1.2, -1.3)
+    shifts = np.linspace(-0.25, 0.25, 201)
+    low, high, p = (np.empty(len(shifts)) for _ in range(3))
+    for i, shift in enumerate(shifts):  # a shift of the video answers moves the gain alone
+        found = crossed_intervals(np.stack([blind, seen + shift]), None, np.arange(len(prompt)), prompt, confidence,
+                                  blind_parts=[-1, -1, 0], **GAIN_OUTPUTS)
+        low[i], high[i], p[i] = found.low[0, 2], found.high[0, 2], found.p_value[0, 2]
+    excludes_zero = (low > 0) | (high < 0)
+    assert 20 < excludes_zero.sum() < len(shifts) - 20 and (low < high).all()
+    assert ((p < 1 - confidence) == excludes_zero).all()
+
+
+def test_a_visual_gain_over_prompts_of_their_own_keeps_the_t_and_a_bad_blind_part_is_refused():
+    rng = np.random.default_rng(5)
+    blind, seen = (rng.random((2, 200)) < 0.7).astype(float)
+    found = crossed_intervals(np.stack([blind, seen]), None, np.arange(200), np.arange(200), blind_parts=[-1, -1, 0],
+                              **GAIN_OUTPUTS)
+    assert found.method[0, 2] == T
+    for bad in ([-1, -1, 1], [-1, -1, 3], [0, -1, 0], [-1, -1]):
+        with pytest.raises(ValueError, match="blind_parts"):
+            crossed_intervals(np.stack([blind, seen]), None, np.arange(200), np.arange(200), blind_parts=bad,
+                              **GAIN_OUTPUTS)

@@ -4,9 +4,10 @@ baseline (`comparison_rows`, with family-adjusted p-values: `adjust_family`) and
 Intervals and p-values come from `visdep_metrics.stats.crossed_intervals`: within each group (a benchmark, a category,
 the grounded subset) the design effect of each quantity is estimated from the videos and the prompts its questions
 share; accuracies get Clopper-Pearson intervals on the independent answers that leaves, differences (VG, a model minus a
-baseline) t intervals with the p-value of the same statistic (a difference between models over a few dominant prompts
-and no shared video: the prompts' wild cluster bootstrap, `visdep_metrics.wild_bootstrap`). Where the records name no
-prompt only videos enter, where they name no video each question is its own (and a note says so).
+baseline) t intervals with the p-value of the same statistic (VG over shared prompts: its blind accuracy's interval for
+the part that moves with it and a t for the rest, each VG naming its Acc_B; a difference between models over a few
+dominant prompts and no shared video: the prompts' wild cluster bootstrap, `visdep_metrics.wild_bootstrap`). Where the
+records name no prompt only videos enter, where they name no video each question is its own (and a note says so).
 """
 
 from __future__ import annotations
