@@ -47,21 +47,24 @@ restricted wild cluster bootstrap over the prompts instead (`visdep_metrics.wild
 prompts, the interval by inverting the test): there the t of a cluster-robust variance dominated by a few prompt sums
 is conservative, and under H0 two models of equal skill are exchangeable within each prompt.
 
-A Visual Gain (VG = Acc_V − Acc_B of one model, or of the mean of several) in a group whose questions share prompts
-(ν_prompt ≥ 2), whose blind accuracy the same call estimates (`blind_parts`), follows that accuracy's interval
-(`_visual_gains`): there its spread comes mostly from a few prompts' blind answers, its estimate and its variance move
-together, and a symmetric t lay on one side of the truth in 5–7% of benchmarks (docs/statistics.md).
+A Visual Gain over shared prompts, whose blind accuracy the same call estimates (`blind_parts`), follows that
+accuracy's interval (`visdep_metrics.visual_gain`): there a symmetric t lay on one side of the truth.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 import scipy.special
 from numpy.typing import ArrayLike
 
 from visdep_metrics.degrees_of_freedom import anova_degrees, sandwich_degrees
+from visdep_metrics.proportions import clopper_pearson as clopper_pearson  # re-exported: the API's
+from visdep_metrics.proportions import proportion_bounds
+from visdep_metrics.visual_gain import GAIN as GAIN  # re-exported: a method's label
+from visdep_metrics.visual_gain import checked_blind_parts, visual_gains
 from visdep_metrics.wild_bootstrap import wild_intervals
 
 # Below this many independent answers (N / deff) no interval: the approximations need a handful on each side.
@@ -70,9 +73,8 @@ MIN_INDEPENDENT = 10
 SHARED_NU = 2.0
 # Over shared prompts, no video and fewer effective prompts (N / ν) than this: the wild bootstrap (module docstring)
 WILD_BELOW = 400
-T, WILD, CLOPPER_PEARSON, GAIN = ("t on the design effect", "wild bootstrap over prompts",
-                                  "Clopper-Pearson on the design effect",
-                                  "the blind accuracy's Clopper-Pearson with a t for the rest (MOVER)")
+T, WILD, CLOPPER_PEARSON = ("t on the design effect", "wild bootstrap over prompts",
+                            "Clopper-Pearson on the design effect")
 
 
 @dataclass(frozen=True)
@@ -264,24 +266,6 @@ def design_effect(values: ArrayLike, videos: ArrayLike | None = None, prompts: A
     return _design_effects(x, labels(videos, n), None if prompts is None else labels(prompts, n))[0]
 
 
-def clopper_pearson(p: ArrayLike, n: ArrayLike, confidence_level: float) -> tuple[np.ndarray, np.ndarray]:
-    """Clopper and Pearson's interval of a proportion p on n independent answers, n fractional as Korn and Graubard
-    (1998) take it for clustered surveys: with x = p n right answers and α = 1 − confidence_level,
-
-        low = B⁻¹(α / 2; x, n − x + 1),   high = B⁻¹(1 − α / 2; x + 1, n − x),
-
-    B⁻¹ the quantile of the Beta distribution, low 0 where x = 0 and high 1 where x = n. Each bound is the one a
-    one-sided binomial test at α / 2 would keep, so each tail (the interval wholly below the truth, wholly above it)
-    is at most α / 2 on n independent answers."""
-    alpha = 1 - confidence_level
-    x = np.asarray(p, dtype=np.float64) * np.asarray(n, dtype=np.float64)
-    size = np.broadcast_to(np.asarray(n, dtype=np.float64), x.shape)
-    tiny = np.finfo(np.float64).tiny  # both Beta parameters must be positive; the np.where keeps the bound
-    low = np.where(x > 0, scipy.special.betaincinv(np.maximum(x, tiny), size - x + 1, alpha / 2), 0.0)
-    high = np.where(x < size, scipy.special.betaincinv(x + 1, np.maximum(size - x, tiny), 1 - alpha / 2), 1.0)
-    return low, high
-
-
 def crossed_intervals(values: ArrayLike, groups: ArrayLike | None = None, videos: ArrayLike | None = None,
                       prompts: ArrayLike | None = None, confidence_level: float = 0.95,
                       contrasts: ArrayLike | None = None, proportion: ArrayLike | bool = True,
@@ -300,7 +284,7 @@ def crossed_intervals(values: ArrayLike, groups: ArrayLike | None = None, videos
     all: the outputs made of blind answers only, which saw the prompt and no video: where prompts are given, their units
     are the prompts alone. blind_parts: (outputs,) indices, for a Visual Gain (a `robust` difference: video answers less
     blind ones) the output that is its blind accuracy, -1 elsewhere: where a group's questions share prompts its
-    interval follows that accuracy's (`_visual_gains`). Returns Intervals of (G, outputs)."""
+    interval follows that accuracy's (`visdep_metrics.visual_gain`). Returns Intervals of (G, outputs)."""
     x = _rows(values)
     rows, n = x.shape
     combine = np.eye(rows) if contrasts is None else np.asarray(contrasts, dtype=np.float64).reshape(-1, rows)
@@ -310,13 +294,8 @@ def crossed_intervals(values: ArrayLike, groups: ArrayLike | None = None, videos
     is_blind = np.broadcast_to(np.asarray(blind, dtype=bool), (outputs,))
     if (is_robust & is_blind).any():
         raise ValueError("an output cannot be both blind and robust (made of video answers)")
-    blind_part = np.full(outputs, -1) if blind_parts is None else np.asarray(blind_parts, dtype=np.int64).ravel()
+    blind_part = checked_blind_parts(blind_parts, is_robust & ~is_proportion, is_blind & is_proportion)
     gains = np.flatnonzero(blind_part >= 0)
-    if blind_part.shape != (outputs,) or (blind_part >= outputs).any() or not (
-            is_robust[gains] & ~is_proportion[gains] & is_blind[blind_part[gains]]
-            & is_proportion[blind_part[gains]]).all():
-        raise ValueError("blind_parts must give, for each Visual Gain (a robust difference), the index of its blind "
-                         f"accuracy (a blind proportion) among the {outputs} outputs, and -1 elsewhere")
     member = np.ones((1, n), dtype=bool) if groups is None else np.asarray(groups, dtype=bool)
     if member.ndim != 2 or member.shape[1] != n:
         raise ValueError(f"groups must be (n_groups, {n}) booleans, got shape {member.shape}")
@@ -346,9 +325,14 @@ def crossed_intervals(values: ArrayLike, groups: ArrayLike | None = None, videos
             low[g, part], high[g, part], p[g, part], deff[g, part], df[g, part], note[g, part], method[g, part] = found
             n_eff[g, part] = size / deff[g, part]
         if gains.size and prompt is not None and _units(prompt[keep])[2] >= SHARED_NU:
-            _visual_gains(y, video[keep], prompt[keep], blind_part, deff[g], df[g], confidence_level,
-                          (low[g], high[g], p[g], method[g]))
+            visual_gains(y, blind_part, deff[g], df[g], partial(_video_design_effects, video[keep], prompt[keep]),
+                         confidence_level, (low[g], high[g], p[g], method[g]))
     return Intervals(low=low, high=high, p_value=p, deff=deff, n_effective=n_eff, note=note, method=method)
+
+
+def _video_design_effects(video: np.ndarray, prompt: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """The ANOVA design effect of each row of video answers (no sandwich floor: a Visual Gain's parts polarise)."""
+    return _design_effects(rows, video, prompt)[0]
 
 
 def _estimate(y: np.ndarray, video: np.ndarray, prompt: np.ndarray | None, is_robust: np.ndarray,
@@ -432,7 +416,7 @@ def _bounds(y: np.ndarray, n_eff: np.ndarray, deff: np.ndarray, df: np.ndarray, 
     low, high, p = (np.full(len(y), np.nan) for _ in range(3))
     note = np.array([""] * len(y), dtype=object)
     t = scipy.special.stdtrit(df, 0.5 + confidence_level / 2)
-    cl, ch = _proportion_bounds(mean, spread, size, n_eff, df, confidence_level)
+    cl, ch = proportion_bounds(mean, spread, size, n_eff, df, confidence_level)
     se = np.sqrt(spread / (size - 1) * deff / size)
     for o in range(len(y)):
         if not is_proportion[o] and spread[o] == 0:
@@ -446,104 +430,6 @@ def _bounds(y: np.ndarray, n_eff: np.ndarray, deff: np.ndarray, df: np.ndarray, 
             low[o], high[o] = mean[o] - t[o] * se[o], mean[o] + t[o] * se[o]
             p[o] = 2 * scipy.special.stdtr(df[o], -abs(mean[o]) / se[o])
     return low, high, p, note
-
-
-def _proportion_bounds(mean: np.ndarray, spread: np.ndarray, size: int, n_eff: np.ndarray, df: np.ndarray,
-                       confidence_level: float) -> tuple[np.ndarray, np.ndarray]:
-    """Clopper-Pearson's interval of proportions `mean` on n_eff independent answers, fewer by (z / t_df)²: the
-    variance is estimated from df effective units (Korn & Graubard 1998)."""
-    # the binomial variance p (1 - p) / n is one model's; a mean over several models' correctness varies less, by the
-    # ratio of the binomial variance to its actual spread
-    with np.errstate(invalid="ignore", divide="ignore"):
-        binomial = np.where(spread > 0, size * mean * (1 - mean) / spread, 1.0)
-    t = scipy.special.stdtrit(df, 0.5 + confidence_level / 2)
-    z = scipy.special.ndtri(0.5 + confidence_level / 2)
-    return clopper_pearson(mean, n_eff * np.maximum(binomial, 1.0) * (z / t) ** 2, confidence_level)
-
-
-def _visual_gains(y: np.ndarray, video: np.ndarray, prompt: np.ndarray, blind_part: np.ndarray, deff: np.ndarray,
-                  df: np.ndarray, confidence_level: float, found: tuple[np.ndarray, ...]) -> None:
-    """Replace (in place) the t interval and p-value of each Visual Gain d = v − b (rows of y with blind_part[o] ≥ 0,
-    their blind accuracy b the row blind_part[o]) in a group whose questions share prompts.
-
-    There the gain's spread comes mostly from a few prompts' blind answers, each a copy of one answer: its estimate
-    and its variance move together (at accuracy 0.92 a gain is low exactly where the big prompts were answered right
-    blind, and its variance small), and a symmetric t lies on one side of the truth too often. The blind accuracy's
-    own interval has that shape (Clopper-Pearson's, on its prompts). So split the gain's deviation into the part that
-    moves with the blind accuracy and the rest, d̄ − Δ = −β (b̄ − p_B) + e, β = −Cov(d̄, b̄) / Var(b̄) =
-    (Var b̄ + Var d̄ − Var v̄) / (2 Var b̄), Var e = Var d̄ − β² Var b̄ ≥ 0 (each variance the ANOVA design effect's,
-    so they polarise), e uncorrelated with b̄; and add the two parts' intervals as Zou & Donner's (2008) MOVER adds
-    uncorrelated ones: for β ≥ 0
-
-        high = d̄ + √(β² (b̄ − l_B)² + t² Var e),      low = d̄ − √(β² (u_B − b̄)² + t² Var e),
-
-    [l_B, u_B] the blind accuracy's interval, t that of the gain's degrees of freedom (for β < 0 the blind sides
-    swap). The p-value of H0: no gain is the 1 − level at which the interval reaches 0 (bisection), so p < α exactly
-    when the interval excludes 0, as for a t."""
-    low, high, p, method = found
-    size = y.shape[1]
-    gains = np.array([o for o in np.flatnonzero(blind_part >= 0)
-                      if np.isfinite(low[o]) and np.isfinite(low[blind_part[o]])], dtype=np.int64)
-    if not gains.size:
-        return
-    blinds = blind_part[gains]
-    gain, blind = y[gains], y[blinds]
-    seen = gain + blind
-
-    def spread(rows: np.ndarray) -> np.ndarray:
-        return ((rows - rows.mean(axis=1, keepdims=True)) ** 2).sum(axis=1)
-
-    spread_b = spread(blind)
-    var_d, var_b, var_v = (sums / (size - 1) * design_effect / size for sums, design_effect in
-                           ((spread(gain), deff[gains]), (spread_b, deff[blinds]),
-                            (spread(seen), _design_effects(seen, video, prompt)[0])))
-    varies = var_b > 0  # a blind accuracy of 0 or 1 has no spread to follow: the t stays
-    beta = (var_b + var_d - var_v) / (2 * np.where(varies, var_b, 1.0))
-    parts = _GainParts(gain.mean(axis=1), blind.mean(axis=1), beta, np.maximum(var_d - beta**2 * var_b, 0.0),
-                       spread_b, size, size / deff[blinds], df[blinds], df[gains])
-    bounds = parts.bounds(np.full(len(gains), confidence_level))
-    found_p = parts.p_values()
-    for k, o in enumerate(gains):
-        if varies[k]:
-            low[o], high[o], p[o], method[o] = bounds[0][k], bounds[1][k], found_p[k], GAIN
-
-
-@dataclass(frozen=True)
-class _GainParts:
-    """Visual Gains split as `_visual_gains` splits them, one per entry: the mean d, the blind accuracy b, the slope
-    β of the gain's deviation on the blind accuracy's, the rest's variance Var e; the blind accuracy's spread, answers
-    and df, the gain's df; over `size` questions."""
-
-    d: np.ndarray
-    b: np.ndarray
-    beta: np.ndarray
-    var_e: np.ndarray
-    spread_b: np.ndarray
-    size: int
-    n_eff_b: np.ndarray
-    df_b: np.ndarray
-    df_d: np.ndarray
-
-    def bounds(self, level: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(low, high), each gain at its own confidence level."""
-        lb, ub = _proportion_bounds(self.b, self.spread_b, self.size, self.n_eff_b, self.df_b, level)
-        rising = self.beta >= 0
-        below, above = np.where(rising, self.b - lb, ub - self.b), np.where(rising, ub - self.b, self.b - lb)
-        rest = scipy.special.stdtrit(self.df_d, 0.5 + level / 2) ** 2 * self.var_e
-        return (self.d - np.sqrt(self.beta**2 * above**2 + rest), self.d + np.sqrt(self.beta**2 * below**2 + rest))
-
-    def p_values(self) -> np.ndarray:
-        """1 − the level at which each interval's bound on its gain's side reaches 0 (bounds widen as the level
-        rises), by bisection; 1 for a gain of 0."""
-        positive = self.d > 0
-        low_level = np.full(self.d.shape, 1e-9)  # at a level of 0, t and z are 0
-        high_level = np.full(self.d.shape, 1.0 - 1e-15)
-        for _ in range(48):
-            middle = (low_level + high_level) / 2
-            low, high = self.bounds(middle)
-            short = np.where(positive, low > 0, high < 0)  # the interval at this level still excludes 0
-            low_level, high_level = np.where(short, middle, low_level), np.where(short, high_level, middle)
-        return np.where(self.d == 0, 1.0, 1.0 - (low_level + high_level) / 2)
 
 
 def holm(p_values: ArrayLike) -> np.ndarray:
