@@ -71,11 +71,9 @@ def visual_gains(y: np.ndarray, blind_part: np.ndarray, deff: np.ndarray, df: np
     beta = (var_b + var_d - var_v) / (2 * np.where(varies, var_b, 1.0))
     parts = GainParts(gain.mean(axis=1), blind.mean(axis=1), beta, np.maximum(var_d - beta**2 * var_b, 0.0),
                        spread_b, size, size / deff[blinds], df[blinds], df[gains])
-    bounds = parts.bounds(np.full(len(gains), confidence_level))
-    found_p = parts.p_values()
-    for k, o in enumerate(gains):
-        if varies[k]:
-            low[o], high[o], p[o], method[o] = bounds[0][k], bounds[1][k], found_p[k], GAIN
+    given = gains[varies]
+    low[given], high[given] = (bound[varies] for bound in parts.bounds(np.full(len(gains), confidence_level)))
+    p[given], method[given] = parts.p_values()[varies], GAIN
 
 
 @dataclass(frozen=True)
