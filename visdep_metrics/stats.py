@@ -48,7 +48,8 @@ prompts, the interval by inverting the test): there the t of a cluster-robust va
 is conservative, and under H0 two models of equal skill are exchangeable within each prompt.
 
 A Visual Gain over shared prompts, whose blind accuracy the same call estimates (`blind_parts`), follows that
-accuracy's interval (`visdep_metrics.visual_gain`): there a symmetric t lay on one side of the truth.
+accuracy's interval (`visdep_metrics.visual_gain`); one over shared videos whose prompts are not shared follows its
+video accuracy's: there a symmetric t lay on one side of the truth.
 """
 
 from __future__ import annotations
@@ -63,7 +64,8 @@ from numpy.typing import ArrayLike
 from visdep_metrics.degrees_of_freedom import anova_degrees, sandwich_degrees
 from visdep_metrics.proportions import clopper_pearson as clopper_pearson  # re-exported: the API's
 from visdep_metrics.proportions import proportion_bounds
-from visdep_metrics.visual_gain import GAIN as GAIN  # re-exported: a method's label
+from visdep_metrics.visual_gain import GAIN as GAIN  # re-exported: the methods' labels
+from visdep_metrics.visual_gain import GAIN_VIDEO as GAIN_VIDEO
 from visdep_metrics.visual_gain import checked_blind_parts, visual_gains
 from visdep_metrics.wild_bootstrap import wild_intervals
 
@@ -284,7 +286,8 @@ def crossed_intervals(values: ArrayLike, groups: ArrayLike | None = None, videos
     all: the outputs made of blind answers only, which saw the prompt and no video: where prompts are given, their units
     are the prompts alone. blind_parts: (outputs,) indices, for a Visual Gain (a `robust` difference: video answers less
     blind ones) the output that is its blind accuracy, -1 elsewhere: where a group's questions share prompts its
-    interval follows that accuracy's (`visdep_metrics.visual_gain`). Returns Intervals of (G, outputs)."""
+    interval follows that accuracy's, where they share videos and no prompt its video accuracy's (v = d + b;
+    `visdep_metrics.visual_gain`). Returns Intervals of (G, outputs)."""
     x = _rows(values)
     rows, n = x.shape
     combine = np.eye(rows) if contrasts is None else np.asarray(contrasts, dtype=np.float64).reshape(-1, rows)
@@ -324,15 +327,13 @@ def crossed_intervals(values: ArrayLike, groups: ArrayLike | None = None, videos
                               is_proportion[part], confidence_level)
             low[g, part], high[g, part], p[g, part], deff[g, part], df[g, part], note[g, part], method[g, part] = found
             n_eff[g, part] = size / deff[g, part]
-        if gains.size and prompt is not None and _units(prompt[keep])[2] >= SHARED_NU:
-            visual_gains(y, blind_part, deff[g], df[g], partial(_video_design_effects, video[keep], prompt[keep]),
-                         confidence_level, (low[g], high[g], p[g], method[g]))
+        group_prompt = None if prompt is None else prompt[keep]
+        shared_prompts = group_prompt is not None and _units(group_prompt)[2] >= SHARED_NU
+        if gains.size and (shared_prompts or _units(video[keep])[2] >= SHARED_NU):
+            design = partial(_design_effects, video=video[keep], prompt=group_prompt)
+            visual_gains(y, blind_part, deff[g], df[g], design, shared_prompts, MIN_INDEPENDENT, confidence_level,
+                         (low[g], high[g], p[g], method[g]))
     return Intervals(low=low, high=high, p_value=p, deff=deff, n_effective=n_eff, note=note, method=method)
-
-
-def _video_design_effects(video: np.ndarray, prompt: np.ndarray, rows: np.ndarray) -> np.ndarray:
-    """The ANOVA design effect of each row of video answers (no sandwich floor: a Visual Gain's parts polarise)."""
-    return _design_effects(rows, video, prompt)[0]
 
 
 def _estimate(y: np.ndarray, video: np.ndarray, prompt: np.ndarray | None, is_robust: np.ndarray,

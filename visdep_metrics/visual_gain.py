@@ -1,18 +1,23 @@
-"""A Visual Gain's interval where its questions share prompts (`visdep_metrics.stats.crossed_intervals` with
-`blind_parts`; docs/statistics.md says why and what the benches measured).
+"""A Visual Gain's interval where its questions share prompts, or share videos and no prompt
+(`visdep_metrics.stats.crossed_intervals` with `blind_parts`; docs/statistics.md says why and what the benches
+measured).
 
 Where a group's questions share prompts, a Visual Gain's spread comes mostly from a few prompts' blind answers, each
 a copy of one answer: its estimate and its variance move together (at accuracy 0.92 a gain is low exactly where the
 big prompts were answered right blind, and its variance small), and a symmetric t lies on one side of the truth too
-often. The blind accuracy's own interval has that shape (Clopper-Pearson's, on its prompts). So split the gain's
-deviation into the part that moves with the blind accuracy and the rest, d̄ − Δ = −β (b̄ − p_B) + e, β = −Cov(d̄,
-b̄) / Var(b̄) = (Var b̄ + Var d̄ − Var v̄) / (2 Var b̄), Var e = Var d̄ − β² Var b̄ ≥ 0 (each variance the ANOVA
-design effect's, so they polarise), e uncorrelated with b̄; and add the two parts' intervals as Zou & Donner's
-(2008) MOVER adds uncorrelated ones: for β ≥ 0
+often. The blind accuracy's own interval has that shape (Clopper-Pearson's, on its prompts). Where the questions share
+videos and no prompt, the spread is the videos' and the video accuracy's interval has the shape (at 0.25 a gain is low
+where the videos were answered badly, and its variance small). So split the gain's deviation into the part that moves
+with the followed accuracy x (b or v) and the rest, d̄ − Δ = λ (x̄ − p_x) + e, λ = Cov(d̄, x̄) / Var x̄, from
 
-    high = d̄ + √(β² (b̄ − l_B)² + t² Var e),      low = d̄ − √(β² (u_B − b̄)² + t² Var e),
+    Cov(d̄, b̄) = (Var v̄ − Var d̄ − Var b̄) / 2,      Cov(d̄, v̄) = (Var v̄ + Var d̄ − Var b̄) / 2,
 
-[l_B, u_B] the blind accuracy's interval, t that of the gain's degrees of freedom (for β < 0 the blind sides
+each variance the ANOVA design effect's (so they polarise), Var e = Var d̄ − λ² Var x̄ ≥ 0, e uncorrelated with x̄; and
+add the two parts' intervals as Zou & Donner's (2008) MOVER adds uncorrelated ones: for λ > 0
+
+    low = d̄ − √(λ² (x̄ − l_x)² + t² Var e),      high = d̄ + √(λ² (u_x − x̄)² + t² Var e),
+
+[l_x, u_x] the followed accuracy's interval as reported, t that of the gain's degrees of freedom (for λ < 0 x's sides
 swap). The p-value of H0: no gain is the 1 − level at which the interval reaches 0 (bisection), so p < α exactly
 when the interval excludes 0, as for a t.
 """
@@ -29,6 +34,7 @@ from numpy.typing import ArrayLike
 from visdep_metrics.proportions import proportion_bounds
 
 GAIN = "the blind accuracy's Clopper-Pearson with a t for the rest (MOVER)"
+GAIN_VIDEO = "the video accuracy's Clopper-Pearson with a t for the rest (MOVER)"
 
 
 def checked_blind_parts(blind_parts: ArrayLike | None, gain: np.ndarray, blind_accuracy: np.ndarray) -> np.ndarray:
@@ -44,12 +50,15 @@ def checked_blind_parts(blind_parts: ArrayLike | None, gain: np.ndarray, blind_a
 
 
 def visual_gains(y: np.ndarray, blind_part: np.ndarray, deff: np.ndarray, df: np.ndarray,
-                 design_effects: Callable[[np.ndarray], np.ndarray], confidence_level: float,
-                 found: tuple[np.ndarray, ...]) -> None:
+                 video_design: Callable[..., tuple[np.ndarray, np.ndarray]], follows_blind: bool,
+                 min_independent: float, confidence_level: float, found: tuple[np.ndarray, ...]) -> None:
     """Replace (in place) the t interval, p-value and method in `found` (low, high, p, method: one group's, per output)
     of each Visual Gain d = v − b among the rows of y (rows with blind_part[o] ≥ 0, their blind accuracy b the row
-    blind_part[o]), in a group whose questions share prompts (module docstring). deff, df: each output's design
-    effect and degrees of freedom; design_effects(rows): the ANOVA design effect of each row of video answers."""
+    blind_part[o]), in a group whose questions share prompts (follows_blind: the gain follows b) or, sharing none,
+    share videos (the gain follows v; module docstring). deff, df: each output's design effect and degrees of freedom;
+    video_design(rows, robust=False): each row of video answers' ANOVA design effect and its df (no sandwich floor:
+    a gain's parts polarise), or with robust=True those of its accuracy's interval as `crossed_intervals` reports it;
+    min_independent: the fewest independent answers the followed accuracy's interval needs."""
     low, high, p, method = found
     size = y.shape[1]
     gains = np.array([o for o in np.flatnonzero(blind_part >= 0)
@@ -63,42 +72,49 @@ def visual_gains(y: np.ndarray, blind_part: np.ndarray, deff: np.ndarray, df: np
     def spread(rows: np.ndarray) -> np.ndarray:
         return ((rows - rows.mean(axis=1, keepdims=True)) ** 2).sum(axis=1)
 
-    spread_b = spread(blind)
-    var_d, var_b, var_v = (sums / (size - 1) * design_effect / size for sums, design_effect in
-                           ((spread(gain), deff[gains]), (spread_b, deff[blinds]),
-                            (spread(seen), design_effects(seen))))
-    varies = var_b > 0  # a blind accuracy of 0 or 1 has no spread to follow: the t stays
-    beta = (var_b + var_d - var_v) / (2 * np.where(varies, var_b, 1.0))
-    parts = GainParts(gain.mean(axis=1), blind.mean(axis=1), beta, np.maximum(var_d - beta**2 * var_b, 0.0),
-                       spread_b, size, size / deff[blinds], df[blinds], df[gains])
-    given = gains[varies]
-    low[given], high[given] = (bound[varies] for bound in parts.bounds(np.full(len(gains), confidence_level)))
-    p[given], method[given] = parts.p_values()[varies], GAIN
+    spreads = {"gain": spread(gain), "blind": spread(blind), "seen": spread(seen)}
+    var_d, var_b, var_v = (spreads[name] / (size - 1) * design_effect / size for name, design_effect in
+                           (("gain", deff[gains]), ("blind", deff[blinds]), ("seen", video_design(seen)[0])))
+    if follows_blind:  # Cov(d̄, b̄) = (Var v̄ − Var d̄ − Var b̄) / 2
+        followed, var_x, spread_x, deff_x, df_x = blind, var_b, spreads["blind"], deff[blinds], df[blinds]
+        slope_numerator = -(var_b + var_d - var_v)
+    else:  # Cov(d̄, v̄) = (Var v̄ + Var d̄ − Var b̄) / 2
+        deff_x, df_x = video_design(seen, robust=True)
+        followed, var_x, spread_x = seen, var_v, spreads["seen"]
+        slope_numerator = var_v + var_d - var_b
+    # an accuracy of 0 or 1 has no spread to follow, nor one on too few independent answers: the t stays
+    followable = (var_x > 0) & (size / deff_x >= min_independent)
+    slope = slope_numerator / (2 * np.where(followable, var_x, 1.0))
+    parts = GainParts(gain.mean(axis=1), followed.mean(axis=1), slope, np.maximum(var_d - slope**2 * var_x, 0.0),
+                      spread_x, size, size / deff_x, df_x, df[gains])
+    given = gains[followable]
+    low[given], high[given] = (bound[followable] for bound in parts.bounds(np.full(len(gains), confidence_level)))
+    p[given], method[given] = parts.p_values()[followable], GAIN if follows_blind else GAIN_VIDEO
 
 
 @dataclass(frozen=True)
 class GainParts:
-    """Visual Gains split as `visual_gains` splits them, one per entry: the mean d, the blind accuracy b, the slope
-    β of the gain's deviation on the blind accuracy's, the rest's variance Var e; the blind accuracy's spread, answers
-    and df, the gain's df; over `size` questions."""
+    """Visual Gains split as `visual_gains` splits them, one per entry: the mean d, the followed accuracy x (blind or
+    with the video), the slope λ of the gain's deviation on x's, the rest's variance Var e; x's spread, answers and
+    df, the gain's df; over `size` questions."""
 
     d: np.ndarray
-    b: np.ndarray
-    beta: np.ndarray
+    x: np.ndarray
+    slope: np.ndarray
     var_e: np.ndarray
-    spread_b: np.ndarray
+    spread_x: np.ndarray
     size: int
-    n_eff_b: np.ndarray
-    df_b: np.ndarray
+    n_eff_x: np.ndarray
+    df_x: np.ndarray
     df_d: np.ndarray
 
     def bounds(self, level: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(low, high), each gain at its own confidence level."""
-        lb, ub = proportion_bounds(self.b, self.spread_b, self.size, self.n_eff_b, self.df_b, level)
-        rising = self.beta >= 0
-        below, above = np.where(rising, self.b - lb, ub - self.b), np.where(rising, ub - self.b, self.b - lb)
+        lx, ux = proportion_bounds(self.x, self.spread_x, self.size, self.n_eff_x, self.df_x, level)
+        rising = self.slope > 0  # d rises with x: d's lower side is x's lower side
+        below, above = np.where(rising, self.x - lx, ux - self.x), np.where(rising, ux - self.x, self.x - lx)
         rest = scipy.special.stdtrit(self.df_d, 0.5 + level / 2) ** 2 * self.var_e
-        return (self.d - np.sqrt(self.beta**2 * above**2 + rest), self.d + np.sqrt(self.beta**2 * below**2 + rest))
+        return (self.d - np.sqrt(self.slope**2 * below**2 + rest), self.d + np.sqrt(self.slope**2 * above**2 + rest))
 
     def p_values(self) -> np.ndarray:
         """1 − the level at which each interval's bound on its gain's side reaches 0 (bounds widen as the level

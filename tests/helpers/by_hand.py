@@ -72,28 +72,56 @@ def clustered_accuracy_interval(correct: np.ndarray, unit: np.ndarray) -> tuple[
     return by_hand_clopper_pearson(p, n / deff, df)
 
 
-def visual_gain_interval(seen: np.ndarray, blind: np.ndarray, prompt: np.ndarray) -> tuple[float, float]:
-    """95% interval of the Visual Gain mean(seen − blind) over questions each about a video of its own whose blind
-    prompts are shared (one factor, the prompts), as docs/statistics.md defines it: the gain's deviation split into β
-    times the blind accuracy's and an uncorrelated rest, β = (Var b̄ + Var d̄ − Var v̄) / (2 Var b̄), Var e = Var d̄ −
-    β² Var b̄, each variance s² (1 + ρ (ν − 1)) / N by pandas group-bys; then high = d̄ + √(β² (b̄ − l_B)² + t² Var e),
-    low = d̄ − √(β² (u_B − b̄)² + t² Var e), [l_B, u_B] the blind accuracy's interval (`clustered_accuracy_interval`),
-    t on the gain's Satterthwaite df, deff² / ((1 − ρ)² / (N − 1) + (ρ ν)² / (N / ν − 1)), at most N / ν − 1 where
-    ρ (ν − 1) ≥ 1."""
+def _gain_variances(seen: np.ndarray, blind: np.ndarray, unit: np.ndarray,
+                    blind_unit: np.ndarray) -> tuple[float, float, float, float]:
+    """(Var d̄, Var b̄, Var v̄, df of the gain) over questions sharing one factor, `unit` (each question's other units
+    its own): each variance s² (1 + ρ (ν − 1)) / N by pandas group-bys, the blind accuracy's over `blind_unit`; the df
+    Satterthwaite's, deff² / ((1 − ρ)² / (N − 1) + (ρ ν)² / (N / ν − 1)), at most N / ν − 1 where ρ (ν − 1) ≥ 1."""
     n, gain = len(seen), seen - blind
 
-    def variance(values: np.ndarray) -> tuple[float, float, float]:
-        rho, nu, _, _ = one_way(values, prompt)
+    def variance(values: np.ndarray, over: np.ndarray) -> tuple[float, float, float]:
+        rho, nu, _, _ = one_way(values, over) if len(np.unique(over)) < n else (0.0, 1.0, 0.0, n)
         return float(np.var(values, ddof=1)) * (1 + rho * (nu - 1)) / n, rho, nu
 
-    (var_d, rho, nu), (var_b, _, _), (var_v, _, _) = variance(gain), variance(blind), variance(seen)
-    beta = (var_b + var_d - var_v) / (2 * var_b)
-    var_e = max(var_d - beta**2 * var_b, 0.0)
+    (var_d, rho, nu), (var_b, _, _), (var_v, _, _) = variance(gain, unit), variance(blind, blind_unit), variance(
+        seen, unit)
     deff = 1 + rho * (nu - 1)
     df = deff**2 / ((1 - rho) ** 2 / (n - 1) + (rho * nu) ** 2 / (n / nu - 1))
     if rho * (nu - 1) >= 1:
         df = min(df, n / nu - 1)
+    return var_d, var_b, var_v, df
+
+
+def _mover(d: float, slope: float, var_e: float, df: float, x: float, low_x: float,
+           high_x: float) -> tuple[float, float]:
+    """d's interval from x's [low_x, high_x] scaled by the slope and a t on df for the rest, added as Zou and Donner
+    (2008) add uncorrelated intervals: where d rises with x its lower side is x's lower side."""
+    t = scipy.stats.t.ppf(0.975, df)
+    below, above = (x - low_x, high_x - x) if slope > 0 else (high_x - x, x - low_x)
+    return d - np.sqrt(slope**2 * below**2 + t**2 * var_e), d + np.sqrt(slope**2 * above**2 + t**2 * var_e)
+
+
+def visual_gain_interval(seen: np.ndarray, blind: np.ndarray, prompt: np.ndarray) -> tuple[float, float]:
+    """95% interval of the Visual Gain mean(seen − blind) over questions each about a video of its own whose blind
+    prompts are shared (one factor, the prompts), as docs/statistics.md defines it: the gain's deviation split into λ
+    times the blind accuracy's and an uncorrelated rest, λ = Cov(d̄, b̄) / Var b̄ = (Var v̄ − Var d̄ − Var b̄) / (2 Var
+    b̄), Var e = Var d̄ − λ² Var b̄; then where λ < 0 high = d̄ + √(λ² (b̄ − l_B)² + t² Var e), low = d̄ − √(λ² (u_B −
+    b̄)² + t² Var e), [l_B, u_B] the blind accuracy's interval (`clustered_accuracy_interval`), t on the gain's df."""
+    var_d, var_b, var_v, df = _gain_variances(seen, blind, prompt, prompt)
+    slope = (var_v - var_d - var_b) / (2 * var_b)
     low_b, high_b = clustered_accuracy_interval(blind, prompt)
-    b, d, t = blind.mean(), gain.mean(), scipy.stats.t.ppf(0.975, df)
-    below, above = (b - low_b, high_b - b) if beta >= 0 else (high_b - b, b - low_b)
-    return d - np.sqrt(beta**2 * above**2 + t**2 * var_e), d + np.sqrt(beta**2 * below**2 + t**2 * var_e)
+    return _mover(float(np.mean(seen - blind)), slope, max(var_d - slope**2 * var_b, 0.0), df, float(blind.mean()),
+                  low_b, high_b)
+
+
+def visual_gain_interval_over_videos(seen: np.ndarray, blind: np.ndarray, video: np.ndarray,
+                                     seen_interval: tuple[float, float]) -> tuple[float, float]:
+    """95% interval of the Visual Gain mean(seen − blind) over questions that share videos (one factor, the videos,
+    of equal sizes) and no prompt, as docs/statistics.md defines it: the gain's deviation split into λ times the video
+    accuracy's, λ = Cov(d̄, v̄) / Var v̄ = (Var v̄ + Var d̄ − Var b̄) / (2 Var v̄), the blind accuracy's variance on
+    independent answers; then where λ > 0 low = d̄ − √(λ² (v̄ − l_V)² + t² Var e), high = d̄ + √(λ² (u_V − v̄)² + t² Var
+    e), [l_V, u_V] the video accuracy's interval as reported (`seen_interval`), t on the gain's df (at most G − 1)."""
+    var_d, var_b, var_v, df = _gain_variances(seen, blind, video, np.arange(len(seen)))
+    slope = (var_v + var_d - var_b) / (2 * var_v)
+    return _mover(float(np.mean(seen - blind)), slope, max(var_d - slope**2 * var_v, 0.0),
+                  min(df, len(np.unique(video)) - 1), float(seen.mean()), *seen_interval)

@@ -1,16 +1,23 @@
 """visdep_metrics.stats: the intervals against scipy's where the questions are independent, the design effect against
 its definition computed by hand, degenerate groups, a lone shared prompt, p-values against the intervals over a fine
 scan, Holm's adjustment by hand, blind answers' units, the degrees of freedom of an estimated design effect,
-differences on too few clusters, and a Visual Gain over shared prompts against its definition written out by hand."""
+differences on too few clusters, and a Visual Gain over shared prompts, or over shared videos and prompts of their own,
+against its definition written out by hand."""
 
 import numpy as np
 import pytest
 import scipy.stats
 
-from tests.helpers.by_hand import anova_design_effect, by_hand_clopper_pearson, visual_gain_interval
+from tests.helpers.by_hand import (
+    anova_design_effect,
+    by_hand_clopper_pearson,
+    visual_gain_interval,
+    visual_gain_interval_over_videos,
+)
 from visdep_metrics.degrees_of_freedom import effective_clusters
 from visdep_metrics.stats import (
     GAIN,
+    GAIN_VIDEO,
     T,
     crossed_intervals,
     design_effect,
@@ -334,6 +341,17 @@ def _gain_design(seed: int, blind_cut: float, seen_cut: float) -> tuple[np.ndarr
     return seen, blind, prompt
 
 
+def _video_gain_design(seed: int, blind_cut: float, seen_cut: float) -> tuple[np.ndarray, ...]:
+    """50 videos of 6 questions each, every blind prompt its own: blind answers independent, video answers sharing
+    their video's difficulty (as Video-MME's three questions a video, but more)."""
+    rng = np.random.default_rng(seed)
+    video = np.repeat(np.arange(50), 6)
+    n = len(video)
+    blind = (rng.normal(0, 1, n) > blind_cut).astype(float)
+    seen = (rng.normal(0, 1, 50)[video] + rng.normal(0, 0.8, n) > seen_cut).astype(float)
+    return seen, blind, video
+
+
 GAIN_OUTPUTS = {"contrasts": [[1.0, 0.0], [0.0, 1.0], [-1.0, 1.0]], "proportion": [True, True, False],
                 "robust": [False, True, True], "blind": [True, False, False]}
 
@@ -353,21 +371,48 @@ def test_a_visual_gain_over_shared_prompts_is_its_blind_accuracys_interval_and_a
     assert abs(t_interval.low[0, 2] - found.low[0, 2]) > 1e-3
 
 
+@pytest.mark.parametrize("seed, blind_cut, seen_cut", [(1, -1.2, -1.3), (2, 0.7, 0.5), (3, 0.0, -0.3), (4, -1.4, 1.0)])
+def test_a_visual_gain_over_shared_videos_and_prompts_of_their_own_is_its_video_accuracys_interval_and_a_t(
+        seed, blind_cut, seen_cut):
+    seen, blind, video = _video_gain_design(seed, blind_cut, seen_cut)
+    prompt = np.arange(len(video))
+    found = crossed_intervals(np.stack([blind, seen]), None, video, prompt, 0.95, blind_parts=[-1, -1, 0],
+                              **GAIN_OUTPUTS)
+    assert found.method[0, 2] == GAIN_VIDEO
+    by_hand = visual_gain_interval_over_videos(seen, blind, video, (found.low[0, 1], found.high[0, 1]))
+    assert (found.low[0, 2], found.high[0, 2]) == pytest.approx(by_hand, rel=1e-6)
+    # prompts unknown: the blind answers count their videos as units too, and the gain still follows the video's
+    unknown = crossed_intervals(np.stack([blind, seen]), None, video, None, 0.95, blind_parts=[-1, -1, 0],
+                                **GAIN_OUTPUTS)
+    assert unknown.method[0, 2] == GAIN_VIDEO
+    t_interval = crossed_intervals(np.stack([blind, seen]), None, video, prompt, 0.95, **GAIN_OUTPUTS)
+    assert t_interval.method[0, 2] == T
+    assert max(abs(t_interval.low[0, 2] - found.low[0, 2]), abs(t_interval.high[0, 2] - found.high[0, 2])) > 1e-3
+
+
 @pytest.mark.parametrize("confidence", [0.95, 0.99])
-def test_a_visual_gains_p_is_below_alpha_exactly_when_its_interval_excludes_zero(confidence):
-    seen, blind, prompt = _gain_design(1, -1.2, -1.3)
-    shifts = np.linspace(-0.25, 0.25, 201)
-    low, high, p = (np.empty(len(shifts)) for _ in range(3))
-    for i, shift in enumerate(shifts):  # a shift of the video answers moves the gain alone
-        found = crossed_intervals(np.stack([blind, seen + shift]), None, np.arange(len(prompt)), prompt, confidence,
+@pytest.mark.parametrize("shared", ["prompts", "videos"])
+def test_a_visual_gains_p_is_below_alpha_exactly_when_its_interval_excludes_zero(confidence, shared):
+    if shared == "prompts":  # a shift of the video answers moves the gain alone, not its blind accuracy
+        seen, blind, prompt = _gain_design(1, -1.2, -1.3)
+        video = np.arange(len(prompt))
+        designs = [(blind, seen + shift) for shift in np.linspace(-0.25, 0.25, 201)]
+    else:  # the gain follows the video accuracy, which stays a proportion: the video answers' threshold moves
+        video = np.repeat(np.arange(50), 6)
+        prompt = np.arange(len(video))
+        designs = [_video_gain_design(1, 0.0, cut)[1::-1] for cut in np.linspace(-0.6, 0.6, 201)]
+    low, high, p = (np.empty(len(designs)) for _ in range(3))
+    for i, (blind, seen) in enumerate(designs):
+        found = crossed_intervals(np.stack([blind, seen]), None, video, prompt, confidence,
                                   blind_parts=[-1, -1, 0], **GAIN_OUTPUTS)
         low[i], high[i], p[i] = found.low[0, 2], found.high[0, 2], found.p_value[0, 2]
+        assert found.method[0, 2] == (GAIN if shared == "prompts" else GAIN_VIDEO)
     excludes_zero = (low > 0) | (high < 0)
-    assert 20 < excludes_zero.sum() < len(shifts) - 20 and (low < high).all()
+    assert 20 < excludes_zero.sum() < len(designs) - 20 and (low < high).all()
     assert ((p < 1 - confidence) == excludes_zero).all()
 
 
-def test_a_visual_gain_over_prompts_of_their_own_keeps_the_t_and_a_bad_blind_part_is_refused():
+def test_a_visual_gain_over_videos_and_prompts_of_their_own_keeps_the_t_and_a_bad_blind_part_is_refused():
     rng = np.random.default_rng(5)
     blind, seen = (rng.random((2, 200)) < 0.7).astype(float)
     found = crossed_intervals(np.stack([blind, seen]), None, np.arange(200), np.arange(200), blind_parts=[-1, -1, 0],

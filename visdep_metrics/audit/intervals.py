@@ -5,7 +5,8 @@ Intervals and p-values come from `visdep_metrics.stats.crossed_intervals`: withi
 the grounded subset) the design effect of each quantity is estimated from the videos and the prompts its questions
 share; accuracies get Clopper-Pearson intervals on the independent answers that leaves, differences (VG, a model minus a
 baseline) t intervals with the p-value of the same statistic (VG over shared prompts: its blind accuracy's interval for
-the part that moves with it and a t for the rest, each VG naming its Acc_B; a difference between models over a few
+the part that moves with it and a t for the rest, each VG naming its Acc_B; over shared videos and no shared prompt:
+its video accuracy's likewise; a difference between models over a few
 dominant prompts and no shared video: the prompts' wild cluster bootstrap, `visdep_metrics.wild_bootstrap`). Where the
 records name no prompt only videos enter, where they name no video each question is its own (and a note says so).
 """

@@ -206,8 +206,9 @@ def _settings_paragraph(audit: Audit) -> str:
             f"estimated from the videos and prompts they share (docs/statistics.md). Accuracies get Clopper-Pearson "
             f"intervals on that many answers, BG Acc_B's less the known chance, differences (VG, comparisons) t "
             f"intervals on the per-question differences, so VG and comparisons are paired (where questions share "
-            f"prompts VG's part that moves with Acc_B takes Acc_B's interval, its rest a t); each category and the "
-            f"grounded subset is estimated within itself. Where too few independent answers remain the interval is "
+            f"prompts VG's part that moves with Acc_B takes Acc_B's interval, its rest a t; where they share videos "
+            f"and no prompt, VG's part that moves with Acc_V takes Acc_V's); each category and the grounded subset is "
+            f"estimated within itself. Where too few independent answers remain the interval is "
             f"withheld and the reason printed in its place. All values in %.")
 
 
