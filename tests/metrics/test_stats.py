@@ -356,35 +356,36 @@ GAIN_OUTPUTS = {"contrasts": [[1.0, 0.0], [0.0, 1.0], [-1.0, 1.0]], "proportion"
                 "robust": [False, True, True], "blind": [True, False, False]}
 
 
-@pytest.mark.parametrize("seed, blind_cut, seen_cut", [(1, -1.2, -1.3), (2, 0.7, 0.5), (3, 0.0, -0.3), (4, -1.6, -1.0)])
-def test_a_visual_gain_over_shared_prompts_is_its_blind_accuracys_interval_and_a_t_as_written_out_by_hand(
-        seed, blind_cut, seen_cut):
-    seen, blind, prompt = _gain_design(seed, blind_cut, seen_cut)
-    video = np.arange(len(prompt))
-    found = crossed_intervals(np.stack([blind, seen]), None, video, prompt, 0.95, blind_parts=[-1, -1, 0],
-                              **GAIN_OUTPUTS)
-    assert found.method[0, 2] == GAIN
-    assert (found.low[0, 2], found.high[0, 2]) == pytest.approx(visual_gain_interval(seen, blind, prompt), rel=1e-6)
-    # without its blind part named, the same gain gets the symmetric t interval, another one
-    t_interval = crossed_intervals(np.stack([blind, seen]), None, video, prompt, 0.95, **GAIN_OUTPUTS)
-    assert t_interval.method[0, 2] == T
-    assert abs(t_interval.low[0, 2] - found.low[0, 2]) > 1e-3
-
-
-@pytest.mark.parametrize("seed, blind_cut, seen_cut", [(1, -1.2, -1.3), (2, 0.7, 0.5), (3, 0.0, -0.3), (4, -1.4, 1.0)])
-def test_a_visual_gain_over_shared_videos_and_prompts_of_their_own_is_its_video_accuracys_interval_and_a_t(
-        seed, blind_cut, seen_cut):
+def _shared_gain_design(shared: str, seed: int, blind_cut: float, seen_cut: float) -> tuple[np.ndarray, ...]:
+    """(seen, blind, video, prompt): `_gain_design`'s questions (shared prompts) or `_video_gain_design`'s (shared
+    videos), each question's other unit its own."""
+    if shared == "prompts":
+        seen, blind, prompt = _gain_design(seed, blind_cut, seen_cut)
+        return seen, blind, np.arange(len(prompt)), prompt
     seen, blind, video = _video_gain_design(seed, blind_cut, seen_cut)
-    prompt = np.arange(len(video))
+    return seen, blind, video, np.arange(len(video))
+
+
+@pytest.mark.parametrize("shared, seed, blind_cut, seen_cut", [
+    ("prompts", 1, -1.2, -1.3), ("prompts", 2, 0.7, 0.5), ("prompts", 3, 0.0, -0.3), ("prompts", 4, -1.6, -1.0),
+    ("videos", 1, -1.2, -1.3), ("videos", 2, 0.7, 0.5), ("videos", 3, 0.0, -0.3), ("videos", 4, -1.4, 1.0)])
+def test_a_visual_gain_is_the_interval_of_the_accuracy_carrying_its_spread_and_a_t_as_written_out_by_hand(
+        shared, seed, blind_cut, seen_cut):
+    seen, blind, video, prompt = _shared_gain_design(shared, seed, blind_cut, seen_cut)
     found = crossed_intervals(np.stack([blind, seen]), None, video, prompt, 0.95, blind_parts=[-1, -1, 0],
                               **GAIN_OUTPUTS)
-    assert found.method[0, 2] == GAIN_VIDEO
-    by_hand = visual_gain_interval_over_videos(seen, blind, video, (found.low[0, 1], found.high[0, 1]))
+    if shared == "prompts":
+        assert found.method[0, 2] == GAIN
+        by_hand = visual_gain_interval(seen, blind, prompt)
+    else:
+        assert found.method[0, 2] == GAIN_VIDEO
+        by_hand = visual_gain_interval_over_videos(seen, blind, video, (found.low[0, 1], found.high[0, 1]))
+        # prompts unknown: the blind answers count their videos as units too, and the gain still follows the video's
+        unknown = crossed_intervals(np.stack([blind, seen]), None, video, None, 0.95, blind_parts=[-1, -1, 0],
+                                    **GAIN_OUTPUTS)
+        assert unknown.method[0, 2] == GAIN_VIDEO
     assert (found.low[0, 2], found.high[0, 2]) == pytest.approx(by_hand, rel=1e-6)
-    # prompts unknown: the blind answers count their videos as units too, and the gain still follows the video's
-    unknown = crossed_intervals(np.stack([blind, seen]), None, video, None, 0.95, blind_parts=[-1, -1, 0],
-                                **GAIN_OUTPUTS)
-    assert unknown.method[0, 2] == GAIN_VIDEO
+    # without its blind part named, the same gain gets the symmetric t interval, another one
     t_interval = crossed_intervals(np.stack([blind, seen]), None, video, prompt, 0.95, **GAIN_OUTPUTS)
     assert t_interval.method[0, 2] == T
     assert max(abs(t_interval.low[0, 2] - found.low[0, 2]), abs(t_interval.high[0, 2] - found.high[0, 2])) > 1e-3
@@ -393,13 +394,10 @@ def test_a_visual_gain_over_shared_videos_and_prompts_of_their_own_is_its_video_
 @pytest.mark.parametrize("confidence", [0.95, 0.99])
 @pytest.mark.parametrize("shared", ["prompts", "videos"])
 def test_a_visual_gains_p_is_below_alpha_exactly_when_its_interval_excludes_zero(confidence, shared):
+    seen, blind, video, prompt = _shared_gain_design(shared, 1, -1.2, -1.3)
     if shared == "prompts":  # a shift of the video answers moves the gain alone, not its blind accuracy
-        seen, blind, prompt = _gain_design(1, -1.2, -1.3)
-        video = np.arange(len(prompt))
         designs = [(blind, seen + shift) for shift in np.linspace(-0.25, 0.25, 201)]
     else:  # the gain follows the video accuracy, which stays a proportion: the video answers' threshold moves
-        video = np.repeat(np.arange(50), 6)
-        prompt = np.arange(len(video))
         designs = [_video_gain_design(1, 0.0, cut)[1::-1] for cut in np.linspace(-0.6, 0.6, 201)]
     low, high, p = (np.empty(len(designs)) for _ in range(3))
     for i, (blind, seen) in enumerate(designs):
