@@ -72,15 +72,15 @@ def visual_gains(y: np.ndarray, blind_part: np.ndarray, deff: np.ndarray, df: np
     def spread(rows: np.ndarray) -> np.ndarray:
         return ((rows - rows.mean(axis=1, keepdims=True)) ** 2).sum(axis=1)
 
-    spreads = {"gain": spread(gain), "blind": spread(blind), "seen": spread(seen)}
-    var_d, var_b, var_v = (spreads[name] / (size - 1) * design_effect / size for name, design_effect in
-                           (("gain", deff[gains]), ("blind", deff[blinds]), ("seen", video_design(seen)[0])))
+    spread_d, spread_b, spread_v = spread(gain), spread(blind), spread(seen)
+    var_d, var_b, var_v = (sums / (size - 1) * design_effect / size for sums, design_effect in
+                           ((spread_d, deff[gains]), (spread_b, deff[blinds]), (spread_v, video_design(seen)[0])))
     if follows_blind:  # Cov(d̄, b̄) = (Var v̄ − Var d̄ − Var b̄) / 2
-        followed, var_x, spread_x, deff_x, df_x = blind, var_b, spreads["blind"], deff[blinds], df[blinds]
+        followed, var_x, spread_x, deff_x, df_x = blind, var_b, spread_b, deff[blinds], df[blinds]
         slope_numerator = -(var_b + var_d - var_v)
     else:  # Cov(d̄, v̄) = (Var v̄ + Var d̄ − Var b̄) / 2
         deff_x, df_x = video_design(seen, robust=True)
-        followed, var_x, spread_x = seen, var_v, spreads["seen"]
+        followed, var_x, spread_x = seen, var_v, spread_v
         slope_numerator = var_v + var_d - var_b
     # an accuracy of 0 or 1 has no spread to follow, nor one on too few independent answers: the t stays
     followable = (var_x > 0) & (size / deff_x >= min_independent)
