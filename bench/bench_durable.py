@@ -27,7 +27,7 @@ from pathlib import Path
 
 import torch
 
-from lmms_eval_tasks.evaluation_hooks import Evaluation, evaluating
+from lmms_eval_tasks.evaluation import Evaluation, evaluating
 from lmms_eval_tasks.loaders import load_benchmark
 from visdep_metrics.demo.fixtures import write_fixtures
 from visdep_metrics.demo.tiny import build_tiny

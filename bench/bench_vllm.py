@@ -65,7 +65,7 @@ def main() -> None:
     from loguru import logger
 
     from bench.bench_adapters import question_sets, requests_for
-    from lmms_eval_tasks.evaluation_hooks import Evaluation, evaluating
+    from lmms_eval_tasks.evaluation import Evaluation, evaluating
     from model_adapters.vllm_adapter import VisdepVLLM, engine_version
     from model_adapters.vlm import VisdepVLM
     from visdep_metrics.demo.fixtures import write_fixtures

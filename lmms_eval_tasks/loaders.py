@@ -27,6 +27,7 @@ from types import MappingProxyType
 from typing import Protocol, runtime_checkable
 
 from lmms_eval_tasks import general, traffic
+from lmms_eval_tasks.evaluation import current
 from lmms_eval_tasks.records import BenchmarkDataError, Question
 from lmms_eval_tasks.roots import under_root
 from lmms_eval_tasks.task_yaml import TASKS_DIR, spec_task_path
@@ -219,26 +220,29 @@ TRAFFIC_BENCHMARKS = tuple(name for name, b in BENCHMARKS.items() if not b.gener
 GENERAL_BENCHMARKS = tuple(name for name, b in BENCHMARKS.items() if b.general)
 
 
-_OPENED: dict[str, QuestionSource] = {}  # sources this process opened from files (specs, twins), by name
+def _opened() -> dict[str, QuestionSource]:
+    """The sources opened from files (specs, twins) by name: the current evaluation's (`evaluation_hooks`), so that
+    one evaluation's sources are no other's; outside any, those of the process's commands."""
+    return current().sources
 
 
 def open_source(source: QuestionSource) -> QuestionSource:
-    """Make a source opened from a file (a spec, a twin) known by its name to this process; the same file opened
-    again replaces it (an edited spec is read anew). A name a built-in benchmark or another file's source has is
-    refused."""
-    taken = BENCHMARKS.get(source.name) or _OPENED.get(source.name)
+    """Make a source opened from a file (a spec, a twin) known by its name to the current evaluation; the same file
+    opened again replaces it (an edited spec is read anew). A name a built-in benchmark or another file's source has
+    is refused."""
+    taken = BENCHMARKS.get(source.name) or _opened().get(source.name)
     if taken is not None and taken.reference() != source.reference():
         owner = ("a built-in visdep benchmark" if source.name in BENCHMARKS
                  else f"the benchmark of {next(iter(taken.reference().values()))}")
         raise BenchmarkDataError(f"{next(iter(source.reference().values()))}: the benchmark name {source.name!r} is "
                                  f"already {owner}; choose another name")
-    _OPENED[source.name] = source
+    _opened()[source.name] = source
     return source
 
 
 def known_benchmarks() -> dict[str, QuestionSource]:
-    """Every benchmark this process knows by name: the built-ins, then the sources it opened, in order."""
-    return {**BENCHMARKS, **_OPENED}
+    """Every benchmark the current evaluation knows by name: the built-ins, then the sources it opened, in order."""
+    return {**BENCHMARKS, **_opened()}
 
 
 def get_benchmark(name: str) -> QuestionSource:

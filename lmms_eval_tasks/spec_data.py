@@ -12,6 +12,7 @@ import glob
 import json
 from pathlib import Path
 
+from lmms_eval_tasks.evaluation import current
 from lmms_eval_tasks.loaders import Benchmark, known_benchmarks, open_source
 from lmms_eval_tasks.records import LETTERS, Question, RecordError, answer_letter, answer_text, as_int
 from lmms_eval_tasks.roots import OutsideRootError, under_root
@@ -20,8 +21,6 @@ from lmms_eval_tasks.shipped import config_file
 from lmms_eval_tasks.spec import BenchmarkSpec, missing, read_spec, spec_error
 from lmms_eval_tasks.traffic import STRAY_MARKER_KEPT, split_lettered_options, stray_marker
 from lmms_eval_tasks.unusable import BenchmarkData, Unusable
-
-_REGISTERED: dict[str, BenchmarkSpec] = {}
 
 
 # --------------------------------------------------------------------------- the annotation files
@@ -252,7 +251,7 @@ def register_spec(path: str | Path) -> Benchmark:
                       functools.partial(read_spec_records, spec), spec=spec.path, default_root=spec.root_default,
                       find_video=find_spec_video, skip_unusable=spec.skip_unusable)
     open_source(bench)
-    _REGISTERED[spec.name] = spec
+    current().specs[spec.name] = spec
     return bench
 
 
@@ -263,4 +262,4 @@ def register_specs(paths: list[str] | None) -> list[str]:
 
 
 def registered_spec(name: str) -> BenchmarkSpec | None:
-    return _REGISTERED.get(name)
+    return current().specs.get(name)

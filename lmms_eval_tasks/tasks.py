@@ -7,9 +7,10 @@ ids: they differ in `doc_to_visual`,
 in the video task checking up front that every video exists, and in the `mode` written into each sample's
 `visdep` record. Records a benchmark's files hold but that cannot be used, and (video tasks) questions whose video
 cannot be used, stop the run naming them all, or with the switch (`lmms_eval_tasks.unusable`) are left out and
-recorded in the results file (`evaluation_hooks.Evaluation.record_dropped`).
+recorded in the results file (`evaluation.Evaluation.record_dropped`).
 
-Scoring (`VISDEP_SCORING`, default `letter`, read once per evaluation: `evaluation_hooks.Evaluation.scoring`):
+Scoring (the model's `scoring=` argument, else `VISDEP_SCORING`, default `letter`; one per evaluation:
+`evaluation.Evaluation.scoring`):
 - `letter`: the choices are the option letters, scored as the first assistant token (paper B.2);
 - `option`: the choices are the option texts.
 Either way each sample's `visdep` record (`lmms_eval_tasks.record`, versioned) holds `option_logprobs`: K
@@ -26,7 +27,7 @@ from pathlib import Path
 
 from loguru import logger
 
-from lmms_eval_tasks.evaluation_hooks import current
+from lmms_eval_tasks.evaluation import current
 from lmms_eval_tasks.loaders import BENCHMARKS, QuestionSource, open_source, resolve_video, skip_unusable
 from lmms_eval_tasks.record import new_record
 from lmms_eval_tasks.records import LETTERS, BenchmarkDataError, Question
@@ -48,7 +49,7 @@ def build_prompt(question: str, options: list[str]) -> str:
 
 def scoring_mode() -> str:
     """The current evaluation's scoring mode (letter or option)."""
-    return current().scoring
+    return current().scoring_mode()
 
 
 def doc_to_text(doc: dict) -> str:

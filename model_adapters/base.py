@@ -23,7 +23,7 @@ from accelerate import Accelerator
 from lmms_eval.api.model import lmms
 from loguru import logger
 
-from lmms_eval_tasks.evaluation_hooks import current
+from lmms_eval_tasks.evaluation import SCORING_ARGUMENT, Evaluation, current, scoring_argument
 from model_adapters import durable, identity, settings
 from model_adapters.pipeline import (
     Batches,
@@ -60,22 +60,38 @@ def batch_size_of(adapter: str, batch_size: int | str, max_batch_size: int | Non
     return size
 
 
+def check_scoring(adapter: str, scoring: str | None) -> None:
+    """A model's `scoring=` argument: the evaluation that builds the model sets its scoring mode from it (the tasks'
+    choices follow it, `evaluation_hooks`); a model built inside an evaluation of the other mode is refused."""
+    if scoring is None:
+        return
+    mode, evaluation = scoring_argument(scoring), current().scoring_mode()
+    if mode != evaluation:
+        raise ValueError(f"{adapter}: model_args {SCORING_ARGUMENT}={mode}, but the evaluation it is built in scores "
+                         f"{evaluation} (lmms-eval sets the mode from the model's arguments when it starts)")
+
+
 class ScoringAdapter(lmms):
     """Base of the visdep adapters: loglikelihood only (`is_simple`), exact, shared-prefix scoring."""
 
     is_simple = True
     adapter_name = "visdep"
     own_arguments: tuple[str, ...] = ()  # adapter-specific model_args, named in errors
+    # the evaluation this model scores for: handed over by the one that built it (`evaluation_hooks`); None for a
+    # model built outside lmms-eval's runner, which scores for the current one
+    evaluation: Evaluation | None = None
 
     def __init__(self, pretrained: str, dtype: str = settings.DEFAULT_DTYPE, device: str | None = None,
                  device_map: str | None = None, batch_size: int | str = 1, attn_implementation: str | None = None,
-                 max_batch_size: int | None = None, **from_pretrained_kwargs) -> None:
+                 max_batch_size: int | None = None, scoring: str | None = None, **from_pretrained_kwargs) -> None:
         super().__init__()
         unknown = sorted(set(from_pretrained_kwargs) - MODEL_KEYWORDS)
         if unknown:
             raise ValueError(f"{self.adapter_name}: unknown model_args {unknown}; accepted: pretrained, dtype, device, "
-                             f"device_map, batch_size, attn_implementation, {', '.join(self.own_arguments)}"
-                             f"{', ' if self.own_arguments else ''}{', '.join(sorted(MODEL_KEYWORDS))}")
+                             f"device_map, batch_size, attn_implementation, {SCORING_ARGUMENT}, "
+                             f"{', '.join(self.own_arguments)}{', ' if self.own_arguments else ''}"
+                             f"{', '.join(sorted(MODEL_KEYWORDS))}")
+        check_scoring(self.adapter_name, scoring)
         self.batch_size_per_device = batch_size_of(self.adapter_name, batch_size, max_batch_size)
         dtype = settings.canonical_value("dtype", dtype)
         if dtype not in DTYPES:
@@ -187,7 +203,7 @@ class ScoringAdapter(lmms):
         scored again, and each batch scored is added to it before the next one starts (`model_adapters.pipeline`)."""
         grouped = group_requests(requests, self.task_dict)
         presented = self.present(grouped.questions)
-        root = current().store_root if self.checkpoint_settled else None
+        root = (self.evaluation or current()).store_root if self.checkpoint_settled else None
         keys = question_keys(presented) if root is not None else []
         store = durable.ScoreStore.open(self.model_identity(), self.rank, {"pretrained": self.pretrained,
                                                                            "checkpoint": self.checkpoint["source"]},

@@ -85,7 +85,7 @@ class ScoreStore:
     def open(cls, model: Mapping[str, object], rank: int, about: Mapping[str, object] | None = None,
              keys: Iterable[str] | None = None, root: str | os.PathLike | None = None) -> ScoreStore | None:
         """The store of a model (`model`: what its key covers) under `root` (the evaluation's `--use_cache` folder,
-        `evaluation_hooks.Evaluation.store_root`), or None when it is None (the store is off). `about` (e.g. the
+        `evaluation.Evaluation.store_root`), or None when it is None (the store is off). `about` (e.g. the
         checkpoint's path) is written into settings.json beside the key's contents. `keys`: the questions the caller
         will ask for (only their lines are parsed and held); None reads every record. A folder of more than
         COMPACT_AFTER_FILES record files is compacted first."""

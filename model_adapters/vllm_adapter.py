@@ -30,7 +30,7 @@ from loguru import logger
 
 from lmms_eval_tasks.errors import VisdepError
 from model_adapters import identity, settings
-from model_adapters.base import DTYPES, PROCESSOR_KEYWORDS, ScoringAdapter, batch_size_of
+from model_adapters.base import DTYPES, PROCESSOR_KEYWORDS, ScoringAdapter, batch_size_of, check_scoring
 from model_adapters.families import FAMILIES, family_of
 from model_adapters.frames import FrameSource
 from model_adapters.llm import present_text
@@ -127,12 +127,14 @@ class VisdepVLLM(ScoringAdapter):
                  max_frames: int = settings.DEFAULT_MAX_FRAMES,
                  frame_folder_fps: float = settings.DEFAULT_FRAME_FOLDER_FPS, batch_size: int | str = 64,
                  device: str | None = None, max_batch_size: int | None = None, revision: str | None = None,
-                 trust_remote_code: bool | str = False, data_parallel_size: int | str = 1, **engine) -> None:
+                 trust_remote_code: bool | str = False, data_parallel_size: int | str = 1, scoring: str | None = None,
+                 **engine) -> None:
         lmms.__init__(self)
         unknown = sorted(set(engine) - set(ENGINE_ARGUMENTS))
         if unknown:
             raise ValueError(f"visdep_vllm: unknown model_args {unknown}; accepted: pretrained, dtype, batch_size, "
-                             f"device, revision, trust_remote_code, {', '.join(self.own_arguments)}")
+                             f"device, revision, trust_remote_code, scoring, {', '.join(self.own_arguments)}")
+        check_scoring(self.adapter_name, scoring)
         if int(data_parallel_size) != 1:
             raise ValueError("visdep_vllm: data_parallel_size: vLLM's offline engine refuses data parallelism in one "
                              "process; launch one lmms-eval process per replica instead (docs/adapters.md)")

@@ -3,13 +3,32 @@ checkpoints, and a runner for the real lmms-eval command line."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from lmms_eval_tasks.evaluation import SESSION, Evaluation, evaluating
 from tests.helpers.lmms_cli import SHARED_BENCHMARKS, lmms_eval_env
+
+# Set before any library reads them (nothing imported above loads one), as every lmms-eval run of the tests sets
+# them (lmms_cli.lmms_eval_env): runs whose environment agrees with this process's are made in it
+# (tests/helpers/lmms_inproc.py).
+for _name, _value in (("HF_HUB_OFFLINE", "1"), ("HF_DATASETS_OFFLINE", "1"), ("TOKENIZERS_PARALLELISM", "false")):
+    os.environ.setdefault(_name, _value)
+if os.environ.get("PYTEST_XDIST_WORKER"):  # two workers on two cores: one thread each, and so their subprocesses
+    os.environ["OMP_NUM_THREADS"] = os.environ["MKL_NUM_THREADS"] = "1"
+
+
+@pytest.fixture(autouse=True)
+def session_of_its_own():
+    """Each test runs as a command of its own would: what it opens (specs, twins) or records outside an evaluation
+    goes to an evaluation of its own (the environment's scoring mode), which no other test sees. It starts with the
+    sources its module's fixtures opened before it (in the process's session)."""
+    with evaluating(Evaluation(scoring=None, sources=dict(SESSION.sources), specs=dict(SESSION.specs))) as evaluation:
+        yield evaluation
 
 
 @pytest.fixture(scope="session")
@@ -56,3 +75,24 @@ def hash_cache(tmp_path_factory) -> Path:
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("VISDEP_HASH_CACHE", str(path))
         yield path
+
+
+# Tests that read the same costly session fixture run on one worker, which builds it once.
+SHARED_SESSION_FIXTURES = ("demo",)
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's, which reads the groups
+def pytest_collection_modifyitems(config, items):
+    """Under `--dist loadgroup`: every module's tests in one group (module fixtures built once, as with loadfile),
+    and every module with a test that reads one of SHARED_SESSION_FIXTURES in that fixture's group."""
+    def module(item) -> str:
+        return item.nodeid.split("::", 1)[0]
+
+    group = {}
+    for item in items:
+        for name in SHARED_SESSION_FIXTURES:
+            if name in getattr(item, "fixturenames", ()):
+                group.setdefault(module(item), name)
+    for item in items:
+        if item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group(group.get(module(item), module(item))))

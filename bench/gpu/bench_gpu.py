@@ -283,7 +283,7 @@ def run(args: argparse.Namespace, save) -> dict:
     import torch
     import transformers
 
-    from lmms_eval_tasks.evaluation_hooks import Evaluation, evaluating
+    from lmms_eval_tasks.evaluation import Evaluation, evaluating
     from model_adapters.llm import VisdepLLM
     from model_adapters.vlm import VisdepVLM
 

@@ -19,7 +19,7 @@ def benchmark_env(fixture_env, monkeypatch) -> dict[str, str]:
 def evaluation(tmp_path):
     """One evaluation for the test (as the lmms-eval wrapper makes one): letter scoring, the durable store on
     (`--use_cache tmp_path/cache`)."""
-    from lmms_eval_tasks.evaluation_hooks import Evaluation, evaluating
+    from lmms_eval_tasks.evaluation import Evaluation, evaluating
 
     with evaluating(Evaluation(store_root=tmp_path / "cache")) as current:
         yield current

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from lmms_eval_tasks.evaluation_hooks import current
+from lmms_eval_tasks.evaluation import current
 from lmms_eval_tasks.loaders import load_benchmark
 from model_adapters import identity, llm
 from tests.helpers.adapters import (

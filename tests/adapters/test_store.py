@@ -154,7 +154,7 @@ def test_settings_json_appears_whole_and_the_folders_are_synced(tiny_models, ben
 WRITER = """
 import os, sys, time
 from pathlib import Path
-from lmms_eval_tasks.evaluation_hooks import Evaluation, evaluating
+from lmms_eval_tasks.evaluation import Evaluation, evaluating
 from lmms_eval_tasks.loaders import load_benchmark
 from tests.helpers.adapters import make_adapter, requests_for
 root, checkpoint, first, last, gate = sys.argv[1:]

@@ -45,14 +45,14 @@ def requests_for(adapter, docs: list[dict], video: bool, task: str = "t", choice
 
 def set_store_root(root: Path | str | None) -> None:
     """Point the current evaluation's durable store at `root` (None: off), as `--use_cache` would."""
-    from lmms_eval_tasks.evaluation_hooks import current, store_folder
+    from lmms_eval_tasks.evaluation import current, store_folder
 
     current().store_root = store_folder(root)
 
 
 def set_scoring(mode: str) -> None:
     """The current evaluation's scoring mode (what VISDEP_SCORING sets when lmms-eval starts one)."""
-    from lmms_eval_tasks.evaluation_hooks import current
+    from lmms_eval_tasks.evaluation import current
 
     current().scoring = mode
 

@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.helpers.lmms_inproc import needs_process, run_in_process
+
 REPO = Path(__file__).resolve().parents[2]
 SHARED_BENCHMARKS = (REPO.parent / "shared" / "benchmarks").resolve()  # ../shared may be a link
 BENCHMARK_ENV_VARS = ("MMAU_ROOT", "VRU_ACCIDENT_ROOT", "TRAFFICQA_ROOT", "ACCIDENTBENCH_ROOT")
@@ -27,20 +29,25 @@ def lmms_eval_env(benchmark_env: dict[str, str], **extra: str) -> dict[str, str]
 
 
 def concurrent_env(hf_home: Path, datasets_cache: Path) -> dict[str, str]:
-    """The environment of one of two lmms-eval runs at once (one thread each, one per core): the test's HF_HOME,
-    where upstream tasks look for videos, and a datasets cache of the run's own, so that the two processes never
-    build one cache together."""
+    """The environment of an lmms-eval run of upstream tasks on one thread: the test's HF_HOME, where upstream
+    tasks look for videos, and a datasets cache of the run's own, which no other run builds at the same time."""
     return lmms_eval_env({}, HF_HOME=str(hf_home), HF_DATASETS_CACHE=str(datasets_cache), OMP_NUM_THREADS="1")
 
 
 def run_lmms_eval(args: list[str], env: dict[str, str], out: Path, timeout: int = 600,
-                  python: str = sys.executable) -> subprocess.CompletedProcess:
-    """Run `python -m lmms_eval ARGS --output_path OUT --log_samples` (`python`: another environment's interpreter,
-    such as vLLM's); stdout+stderr are kept in OUT/cli.log.
+                  python: str = sys.executable, process: bool = False) -> subprocess.CompletedProcess:
+    """Run `python -m lmms_eval ARGS --output_path OUT --log_samples` in folder OUT; stdout+stderr are kept in
+    OUT/cli.log. In this process (`tests.helpers.lmms_inproc`) unless `process`, `python` is another
+    environment's interpreter (such as vLLM's) or `env` sets what a library reads when imported: then a real
+    subprocess (`timeout` applies to it only).
     With visdep installed a failed evaluation exits 1; the caller checks the exit status and the files."""
     out.mkdir(parents=True, exist_ok=True)
-    cmd = [python, "-m", "lmms_eval", *args, "--log_samples", "--output_path", str(out)]
-    proc = subprocess.run(cmd, env=env, cwd=out, capture_output=True, text=True, timeout=timeout)
+    args = [*args, "--log_samples", "--output_path", str(out)]
+    if process or python != sys.executable or needs_process(env) is not None:
+        proc = subprocess.run([python, "-m", "lmms_eval", *args], env=env, cwd=out, capture_output=True, text=True,
+                              timeout=timeout)
+    else:
+        proc = run_in_process(args, env, out)
     (out / "cli.log").write_text(proc.stdout + "\n" + proc.stderr)
     return proc
 

@@ -17,7 +17,6 @@ import yaml
 
 from lmms_eval_tasks.errors import OptionError, VisdepError
 from tests.helpers.runs import records_from_correct, write_panel_runs, write_run
-from tests.tasks.conftest import isolated_registry  # noqa: F401  (specs registered here are forgotten)
 from visdep_metrics.cli.main import main
 from visdep_metrics.outdir import FILE_LIST
 

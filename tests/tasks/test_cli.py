@@ -5,7 +5,6 @@ Every test reads the files the run wrote and checks the exit status."""
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -73,8 +72,7 @@ def test_the_audit_reads_what_lmms_eval_wrote_by_its_fast_path(full_run):
 
 @pytest.fixture(scope="module")
 def scenario_runs(tmp_path_factory) -> dict[str, tuple[Path, dict, int]]:
-    """{scenario: (OUT, benchmark roots, exit status)}: runs of the `dummy` model on broken or partial downloads,
-    two at a time (each is mostly lmms-eval's start-up; a failed data load also waits out lmms-eval's 4 retries)."""
+    """{scenario: (OUT, benchmark roots, exit status)}: runs of the `dummy` model on broken or partial downloads."""
     root = tmp_path_factory.mktemp("scenarios")
     without_videos = write_fixtures(root / "no_videos", videos=False)
     broken = write_fixtures(root / "broken")
@@ -92,12 +90,11 @@ def scenario_runs(tmp_path_factory) -> dict[str, tuple[Path, dict, int]]:
                           {"VISDEP_SKIP_MISSING_VIDEOS": "1", "VISDEP_SCORING": "option"}),
     }
     runs = {}
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        for name, (task, env, extra) in scenarios.items():
-            out = root / name
-            runs[name] = (out, env, pool.submit(run_lmms_eval, ["--model", "dummy", "--tasks", task],
-                                                lmms_eval_env(env, OMP_NUM_THREADS="1", **extra), out))
-    return {name: (out, env, done.result().returncode) for name, (out, env, done) in runs.items()}
+    for name, (task, env, extra) in scenarios.items():
+        out = root / name
+        runs[name] = (out, env, run_lmms_eval(["--model", "dummy", "--tasks", task], lmms_eval_env(env, **extra),
+                                              out).returncode)
+    return runs
 
 
 def test_blind_tasks_need_no_video(scenario_runs):

@@ -9,7 +9,7 @@ import threading
 import pytest
 
 from lmms_eval_tasks import evaluation_hooks, tasks
-from lmms_eval_tasks.evaluation_hooks import Evaluation, current, evaluating
+from lmms_eval_tasks.evaluation import Evaluation, current, evaluating
 
 
 class FakeModel:
@@ -90,3 +90,45 @@ def test_evaluating_nests_and_restores():
     assert current() is not outer
     with pytest.raises(ValueError, match="scoring 'logits'"):
         Evaluation(scoring="logits")
+
+
+@pytest.mark.slow
+def test_one_process_runs_a_letter_and_an_option_evaluation(fixture_env, tiny_models, tmp_path, monkeypatch):
+    """The scoring mode is the model's argument, read by each evaluation from its own model_args: one process runs
+    a letter and then an option evaluation (no VISDEP_SCORING), and each gets its own mode's choices and values,
+    which equal the adapter's own scoring of the same questions in that mode."""
+    from lmms_eval_tasks.loaders import load_benchmark
+    from tests.helpers.adapters import make_adapter, requests_for
+    from tests.helpers.lmms_cli import lmms_eval_env, read_samples, run_lmms_eval
+
+    monkeypatch.delenv("VISDEP_SCORING", raising=False)
+    model = tiny_models["qwen2"]
+    env = {k: v for k, v in lmms_eval_env(fixture_env).items() if k != "VISDEP_SCORING"}
+    samples = {}
+    for mode in ("letter", "option", "letter"):  # and back: nothing of the option run stays behind
+        out = tmp_path / f"{mode}_{len(samples)}"
+        proc = run_lmms_eval(["--model", "visdep_llm", "--model_args", f"pretrained={model},device=cpu,dtype=float32,"
+                              f"scoring={mode}", "--tasks", "mmau_blind", "--batch_size", "4"], env, out)
+        assert proc.returncode == 0, (out / "cli.log").read_text()[-3000:]
+        samples[out.name] = sorted(read_samples(out, "mmau_blind"), key=lambda s: s["doc_id"])
+    letter, option, again = samples.values()
+    assert {s["visdep"]["scoring"] for s in letter} == {"letter"} and {s["visdep"]["scoring"] for s in option} == {
+        "option"}
+    questions = load_benchmark("mmau", fixture_env["MMAU_ROOT"])
+    docs = [q.document() for q in questions]
+    for mode, run in (("letter", letter), ("option", option)):
+        with evaluating(Evaluation(scoring=mode)):
+            adapter = make_adapter("qwen2", model)
+            requests = requests_for(adapter, docs, video=False)
+            expected = [-loss for loss, *_ in adapter.loglikelihood(requests)]
+            strings = [request.args[1] for request in requests]
+        got = [lp for s in run for lp in s["visdep"]["option_logprobs"]]
+        assert [s["visdep"]["question_id"] for s in run] == [d["question_id"] for d in docs]
+        assert got == pytest.approx(expected, abs=1e-4), mode  # batches of 4 against 1: float32 rounding
+        assert [c.strip() for s in run for c in s["visdep"]["continuations"]] == strings, mode
+    assert [s["visdep"]["option_logprobs"] for s in again] == [s["visdep"]["option_logprobs"] for s in letter]
+    # a mode the evaluation does not know fails the run, naming the argument
+    out = tmp_path / "bad"
+    proc = run_lmms_eval(["--model", "visdep_llm", "--model_args", f"pretrained={model},scoring=logits", "--tasks",
+                          "mmau_blind"], env, out)
+    assert proc.returncode == 1 and "model_args scoring='logits': expected one of letter, option" in proc.stdout

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import shutil
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pandas as pd
@@ -59,13 +58,8 @@ def general_runs(tmp_path_factory, tiny_models):
         "grounded_export": (["--model", "dummy", "--include_path", str(subset), "--tasks",
                              "longvideobench_blind_grounded,longvideobench_video_grounded"], full),
     }
-    started = {}
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        for name, (args, env) in runs.items():
-            out = root / name
-            started[name] = (out, env, pool.submit(run_lmms_eval, args,
-                                                   lmms_eval_env(env, OMP_NUM_THREADS="1", **offline), out))
-    return {name: (out, env, done.result().returncode) for name, (out, env, done) in started.items()}
+    return {name: (root / name, env, run_lmms_eval(args, lmms_eval_env(env, **offline), root / name).returncode)
+            for name, (args, env) in runs.items()}
 
 
 @pytest.mark.parametrize("bench", GENERAL)

@@ -12,6 +12,7 @@ import yaml
 
 from lmms_eval_tasks import discovery
 from lmms_eval_tasks.discovery import task_name_clashes
+from lmms_eval_tasks.evaluation import Evaluation, evaluating
 from lmms_eval_tasks.layouts import write_mp4
 from lmms_eval_tasks.loaders import load_benchmark
 from lmms_eval_tasks.records import BenchmarkDataError
@@ -316,7 +317,6 @@ def test_task_names_lmms_eval_already_has_are_refused(tmp_path):
 
 # --------------------------------------------------------------------------- tasks, export, command line
 def test_init_writes_tasks_that_name_the_spec_and_export_follows(tmp_path, monkeypatch):
-    from lmms_eval_tasks import loaders
     from lmms_eval_tasks.export import write_subset_tasks
     from lmms_eval_tasks.tasks import docs_blind
 
@@ -332,9 +332,10 @@ def test_init_writes_tasks_that_name_the_spec_and_export_follows(tmp_path, monke
 
     import datasets
 
-    # lmms-eval hands process_docs the data file: the spec it names is read (and registered) from there
-    loaders._OPENED.pop("shapes")
-    documents = docs_blind(datasets.Dataset.from_list([{"spec": str(spec.resolve())}]))
+    # lmms-eval hands process_docs the data file: in an evaluation of its own, the spec it names is read (and
+    # registered) from there
+    with evaluating(Evaluation()):
+        documents = docs_blind(datasets.Dataset.from_list([{"spec": str(spec.resolve())}]))
     assert documents["question_id"] == [r["question_id"] for r in EXPECTED]
     paths = write_subset_tasks(tmp_path / "tasks", "shapes", ["q-3", "q-1"], "grounded")
     assert [json.loads(line) for line in paths[0].read_text().splitlines()] == [

@@ -10,7 +10,7 @@ import math
 import datasets
 import pytest
 
-from lmms_eval_tasks import evaluation_hooks, tasks
+from lmms_eval_tasks import evaluation, tasks
 from lmms_eval_tasks.layouts import write_mlvu_release, write_mp4
 from lmms_eval_tasks.loaders import load_benchmark, read_benchmark
 from lmms_eval_tasks.records import RecordError, as_int
@@ -45,7 +45,7 @@ def release(tmp_path, monkeypatch):
     monkeypatch.setenv("MLVU_VIDEOS", str(tmp_path / "video"))
     for variable in ("VISDEP_SKIP_UNUSABLE", "VISDEP_SKIP_MISSING_VIDEOS"):
         monkeypatch.delenv(variable, raising=False)
-    with evaluation_hooks.evaluating(evaluation_hooks.Evaluation()):  # what the tasks record goes there
+    with evaluation.evaluating(evaluation.Evaluation()):  # what the tasks record goes there
         yield data
 
 
@@ -78,7 +78,7 @@ def test_without_the_switch_the_task_stops_naming_every_record(release):
         tasks.docs_blind(_placeholder())
     assert "1_plotQA.json record 2 (1_plotQA/2)" in str(error.value)
     assert "1_plotQA.json record 3 (1_plotQA/3)" in str(error.value)
-    assert evaluation_hooks.current().dropped == {}
+    assert evaluation.current().dropped == {}
 
 
 def test_with_the_switch_blind_and_video_share_documents_and_record_what_they_leave_out(release, monkeypatch):
@@ -90,13 +90,13 @@ def test_with_the_switch_blind_and_video_share_documents_and_record_what_they_le
                 "reason": "the answer is the text of two or more candidates"},
                {"question_id": "1_plotQA/3", "where": f"{release / '1_plotQA.json'} record 3",
                 "reason": "the answer is not among the candidates"}]
-    assert evaluation_hooks.current().dropped == {"mlvu_blind": records, "mlvu_video": records}
+    assert evaluation.current().dropped == {"mlvu_blind": records, "mlvu_video": records}
 
     # a missing video leaves its questions out of the video task only, recorded the same way
     (release.parent / "video" / "2_needle" / "c.mp4").unlink()
     video = tasks.docs_video(_placeholder())
     assert video["question_id"] == ["1_plotQA/0", "1_plotQA/1"]
-    assert evaluation_hooks.current().dropped["mlvu_video"] == [*records, {
+    assert evaluation.current().dropped["mlvu_video"] == [*records, {
         "question_id": "2_needle/0", "where": str(release.parent / "video" / "2_needle" / "c.mp4"),
         "reason": "the video is not found"}]
 
@@ -104,7 +104,7 @@ def test_with_the_switch_blind_and_video_share_documents_and_record_what_they_le
     subset = datasets.Dataset.from_list([{"question_id": "2_needle/0", "benchmark": "mlvu"},
                                          {"question_id": "1_plotQA/3", "benchmark": "mlvu"}], split="grounded")
     assert tasks.docs_blind(subset)["question_id"] == ["2_needle/0"]
-    assert evaluation_hooks.current().dropped["mlvu_blind_grounded"] == [records[1]]
+    assert evaluation.current().dropped["mlvu_blind_grounded"] == [records[1]]
 
 
 def test_many_unusable_records_are_listed_in_full_beside_the_output(tmp_path, monkeypatch):
@@ -113,7 +113,7 @@ def test_many_unusable_records_are_listed_in_full_beside_the_output(tmp_path, mo
     monkeypatch.setenv("MLVU_ANNOTATIONS", str(data))
     monkeypatch.delenv("VISDEP_SKIP_UNUSABLE", raising=False)
     monkeypatch.delenv("VISDEP_SKIP_MISSING_VIDEOS", raising=False)
-    with evaluation_hooks.evaluating(evaluation_hooks.Evaluation(output_path=tmp_path / "out")), \
+    with evaluation.evaluating(evaluation.Evaluation(output_path=tmp_path / "out")), \
             pytest.raises(UnusableRecordsError) as error:
         tasks.docs_blind(_placeholder())
     listed = tmp_path / "out" / "visdep_unusable_mlvu.jsonl"

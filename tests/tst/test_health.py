@@ -10,7 +10,6 @@ import math
 import pandas as pd
 import pytest
 
-from lmms_eval_tasks import loaders, spec_data
 from lmms_eval_tasks.records import Question
 from visdep_metrics.cli.main import main
 from visdep_metrics.tst.health import (
@@ -114,9 +113,7 @@ def planted_benchmark(tmp_path):
     spec.write_text("name: planted\nroot_default: .\nannotations: planted.csv\nn_options: 4\nanswer_is: index\n"
                     "fields:\n  question_id: '{id}'\n  question: '{question}'\n"
                     "  options: ['{o0}', '{o1}', '{o2}', '{o3}']\n  answer: '{answer}'\n  video: 'v/{clip}.mp4'\n")
-    yield spec, rows
-    loaders._OPENED.pop("planted", None)
-    spec_data._REGISTERED.pop("planted", None)
+    return spec, rows
 
 
 def test_spec_report_on_planted_shortcuts(planted_benchmark, tmp_path):

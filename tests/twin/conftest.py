@@ -1,11 +1,8 @@
-"""Upstream twins run offline: no hub, and HF_HOME (where upstream tasks look for videos) in a temporary folder.
-Sources a test opened (specs, twins) are forgotten after it."""
+"""Upstream twins run offline: no hub, and HF_HOME (where upstream tasks look for videos) in a temporary folder."""
 
 from __future__ import annotations
 
 import pytest
-
-from lmms_eval_tasks import loaders, spec_data
 
 
 @pytest.fixture(autouse=True)
@@ -16,12 +13,3 @@ def offline_hf_home(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
     return home
-
-
-@pytest.fixture(autouse=True)
-def isolated_sources():
-    saved, saved_specs = dict(loaders._OPENED), dict(spec_data._REGISTERED)
-    yield
-    for registry, before in ((loaders._OPENED, saved), (spec_data._REGISTERED, saved_specs)):
-        registry.clear()
-        registry.update(before)

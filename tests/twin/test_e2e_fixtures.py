@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import shutil
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from unittest import mock
 
@@ -76,9 +75,8 @@ def test_every_fixture_twins_and_runs_blind_and_video_in_lmms_eval(tmp_path, tin
                               "--tasks", tasks, "--batch_size", "4"], env, runs / name)
         assert proc.returncode == 0, (runs / name / "cli.log").read_text()[-3000:]
 
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        for done in [pool.submit(run, name) for name in plan]:
-            done.result()
+    for name in plan:
+        run(name)
     dropped = read_results(runs / "qwen")["visdep"]["dropped"]
     for task, ids in expected.items():
         blind = read_samples(runs / "smollm2", f"{task}_visdep_blind")

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -100,9 +99,8 @@ def test_twins_of_three_upstream_tasks_run_audit_and_export_grounded_tasks(tmp_p
                              concurrent_env(offline_hf_home, tmp_path / "datasets" / name), runs / name)
         assert proc.returncode == 0, (runs / name / "cli.log").read_text()[-3000:]
 
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        for done in [pool.submit(run, name) for name in plan]:
-            done.result()
+    for name in plan:
+        run(name)
     for task, ids in expected.items():
         for name, modes in (("smollm2", ("blind",)), ("qwen", ("blind", "video"))):
             for mode in modes:

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from lmms_eval_tasks import evaluation_hooks, tasks
+from lmms_eval_tasks import tasks
 from lmms_eval_tasks.layouts import write_mp4
 from lmms_eval_tasks.loaders import get_benchmark
 from lmms_eval_tasks.records import RecordError
@@ -20,9 +20,9 @@ from visdep_metrics.cli.main import main
 
 
 def _documents(line: dict, mode: str = "blind") -> list[dict]:
-    with evaluation_hooks.evaluating(evaluation_hooks.Evaluation()):
-        docs = getattr(tasks, f"docs_{mode}")(datasets.Dataset.from_list([line], split="test"))
-    return docs.to_list()
+    """The documents of a task whose data file holds `line`, opened in the test's evaluation (which then knows
+    the source, as the evaluation that ran the task would)."""
+    return getattr(tasks, f"docs_{mode}")(datasets.Dataset.from_list([line], split="test")).to_list()
 
 
 @pytest.mark.slow

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import yaml
 
-from lmms_eval_tasks import evaluation_hooks, tasks
+from lmms_eval_tasks import evaluation, tasks
 from lmms_eval_tasks.export import write_subset_tasks
 from lmms_eval_tasks.layouts import write_mp4
 from lmms_eval_tasks.loaders import BENCHMARKS, get_benchmark, known_benchmarks
@@ -131,7 +131,7 @@ def test_each_source_is_opened_from_its_data_file_and_exported_subsets_name_it(k
                                                                                 fake_resolver):
     monkeypatch.delenv("VISDEP_SKIP_UNUSABLE", raising=False)
     line, name = _sources(tmp_path, monkeypatch)[kind]
-    with evaluation_hooks.evaluating(evaluation_hooks.Evaluation()):
+    with evaluation.evaluating(evaluation.Evaluation()):
         blind = tasks.docs_blind(_data(line))
         source = get_benchmark(name)  # opened by the task's documents, known by its name to this process
         assert source.reference() == line
@@ -144,7 +144,7 @@ def test_each_source_is_opened_from_its_data_file_and_exported_subsets_name_it(k
         for doc in video.to_list():
             (path,) = tasks.doc_to_visual_video(doc)
             assert Path(path).is_file() and Path(path) == source.video_path(doc["video"], doc["question_id"])
-        dropped = dict(evaluation_hooks.current().dropped)
+        dropped = dict(evaluation.current().dropped)
 
         kept = [blind["question_id"][-1], blind["question_id"][0]]
         paths = write_subset_tasks(tmp_path / "export", name, kept, "grounded")

@@ -14,7 +14,7 @@ questions stay.
 The models are scored in this process through the adapters (`visdep_llm`, `visdep_vlm`) with lmms-eval's own
 request objects and the tasks' own prompt, choices and scoring (option texts), without lmms-eval's runner:
 the same numbers the command line gives, without its start-up per model. What the command line would take from
-the environment is passed explicitly: the scoring mode in the evaluation (`evaluation_hooks.Evaluation`) the
+the environment is passed explicitly: the scoring mode in the evaluation (`evaluation.Evaluation`) the
 adapters score in, each setting's benchmark folder to the video paths of its requests.
 """
 
@@ -117,7 +117,7 @@ def validate(out: Path | None = None, cache_dir: Path | None = None, videos: int
              taus: Sequence[float] = TAUS, with_smollm2: bool = True) -> pd.DataFrame:
     """The sweep (one row per setting, variant, panel size and τ); written to OUT/validate.csv, with the counts
     per variant in OUT/recovery.csv, when `out` is given."""
-    from lmms_eval_tasks.evaluation_hooks import Evaluation, evaluating
+    from lmms_eval_tasks.evaluation import Evaluation, evaluating
     from model_adapters.llm import VisdepLLM
     from model_adapters.vlm import VisdepVLM
     from visdep_metrics.demo.pipeline import (
