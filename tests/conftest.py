@@ -79,12 +79,16 @@ def hash_cache(tmp_path_factory) -> Path:
 
 # Tests that read the same costly session fixture run on one worker, which builds it once.
 SHARED_SESSION_FIXTURES = ("demo",)
+# The longest groups (the demo's 3-5 minutes, vLLM's 3), handed out first so that neither is what the suite waits
+# for at its end.
+LONGEST_FIRST = ("demo", "tests/adapters/test_vllm.py")
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's, which reads the groups
 def pytest_collection_modifyitems(config, items):
     """Under `--dist loadgroup`: every module's tests in one group (module fixtures built once, as with loadfile),
-    and every module with a test that reads one of SHARED_SESSION_FIXTURES in that fixture's group."""
+    and every module with a test that reads one of SHARED_SESSION_FIXTURES in that fixture's group; the groups of
+    LONGEST_FIRST first."""
     def module(item) -> str:
         return item.nodeid.split("::", 1)[0]
 
@@ -93,6 +97,10 @@ def pytest_collection_modifyitems(config, items):
         for name in SHARED_SESSION_FIXTURES:
             if name in getattr(item, "fixturenames", ()):
                 group.setdefault(module(item), name)
+    rank = {}
     for item in items:
+        name = group.get(module(item), module(item))
         if item.get_closest_marker("xdist_group") is None:
-            item.add_marker(pytest.mark.xdist_group(group.get(module(item), module(item))))
+            item.add_marker(pytest.mark.xdist_group(name))
+        rank[item.nodeid] = LONGEST_FIRST.index(name) if name in LONGEST_FIRST else len(LONGEST_FIRST)
+    items.sort(key=lambda item: rank[item.nodeid])  # stable: within a rank, the collection's order

@@ -6,8 +6,8 @@ default `.venv-vllm/bin/python`): the real lmms-eval command line on tiny Qwen2 
 and video, letter and option scoring), tiny Qwen2-VL (video: more temporal patches than its merged grid is wide, where
 the text after the video starts one past the largest position, docs/adapters.md), tiny InternVL and LLaVA-OneVision
 (video) under `visdep_vllm` against
-`visdep_llm` / `visdep_vlm` on the same checkpoints and questions, one vLLM process per model and scoring mode; the
-durable store shared by both engines;
+`visdep_llm` / `visdep_vlm` on the same checkpoints and questions, one vLLM process per scoring mode evaluating every
+configuration of that mode (and one for the rerun); the durable store shared by both engines;
 and one in-process probe showing that a wrong frame timing moves the values far past the tolerance. Without that
 environment they are skipped, and under CI=true (`.ci/run` builds it) they fail."""
 
@@ -18,13 +18,13 @@ import json
 import os
 import re
 import subprocess
-import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
+import yaml
 
 from model_adapters.pipeline import Presented
 from model_adapters.vllm_engine import is_letter_question, requests_of, scores_of, video_item
@@ -169,7 +169,9 @@ def test_a_llava_onevision_checkpoint_saved_by_transformers_5_is_refused_in_one_
 
 @pytest.fixture(scope="module")
 def runs(fixture_env, tmp_path_factory):
-    """Every CLI run, two at a time: {name: output folder}, the shared durable store, the probe's output."""
+    """Every CLI run: {name: output folder}, the shared durable store, the probe's output. The Hugging Face runs in
+    this process; vLLM's in three processes, each evaluating several configurations (one `--config` file): the letter
+    runs, the option run, and the rerun that resumes from the store, the probe beside them."""
     from visdep_metrics.demo.tiny import build_tiny
 
     python = vllm_python()
@@ -185,32 +187,59 @@ def runs(fixture_env, tmp_path_factory):
     env = lmms_eval_env(fixture_env, OMP_NUM_THREADS="1", VLLM_ENABLE_V1_MULTIPROCESSING="0",
                         VLLM_CPU_KVCACHE_SPACE="1")
     hf_args, vllm_args = "device=cpu,dtype=float32", "dtype=float32,enforce_eager=true,max_model_len=4096"
-    plan = {  # name: (python, model, checkpoint, model_args, tasks, extra environment, extra CLI arguments)
-        "hf_llm": (None, "visdep_llm", qwen2, hf_args, "vru_accident_blind", {}, []),
-        "vllm_llm": (python, "visdep_vllm", qwen2, vllm_args, "vru_accident_blind", {}, []),
-        "hf_letter": (None, "visdep_vlm", qwen_vl, hf_args, VLM_TASKS, {}, ["--use_cache", str(store)]),
-        "vllm_letter": (python, "visdep_vllm", qwen_vl, vllm_args, VLM_TASKS, {}, ["--use_cache", str(store)]),
-        "hf_option": (None, "visdep_vlm", qwen_vl, hf_args, VLM_TASKS, {"VISDEP_SCORING": "option"}, []),
-        "vllm_option": (python, "visdep_vllm", qwen_vl, vllm_args, VLM_TASKS, {"VISDEP_SCORING": "option"}, []),
-        "vllm_resumed": (python, "visdep_vllm", qwen_vl, vllm_args, VLM_TASKS, {}, ["--use_cache", str(store)]),
-        "hf_qwen2_vl": (None, "visdep_vlm", qwen2_vl, hf_args, "vru_accident_video", {}, []),
-        "vllm_qwen2_vl": (python, "visdep_vllm", qwen2_vl, vllm_args, "vru_accident_video", {}, []),
-        "hf_internvl": (None, "visdep_vlm", internvl, hf_args, "vru_accident_video", {}, []),
-        "vllm_internvl": (python, "visdep_vllm", internvl, vllm_args, "vru_accident_video", {}, []),
-        "hf_llava": (None, "visdep_vlm", llava, hf_args, "vru_accident_video", {}, []),
-        "vllm_llava": (python, "visdep_vllm", llava, vllm_args, "vru_accident_video", {}, []),
-        "vllm_llava_later_hub": (python, "visdep_vllm", llava_later_hub, vllm_args, "vru_accident_video", {}, []),
-        "hf_bf16": (None, "visdep_vlm", qwen_vl, "device=cpu,dtype=bfloat16", VLM_TASKS, {}, []),
-        "vllm_bf16": (python, "visdep_vllm", qwen_vl, vllm_args.replace("float32", "bfloat16"), VLM_TASKS, {}, []),
+    cache = ["--use_cache", str(store)]
+    plan = {  # name: (engine, model, checkpoint, model_args, tasks, extra CLI arguments)
+        "hf_llm": ("hf", "visdep_llm", qwen2, hf_args, "vru_accident_blind", []),
+        "hf_letter": ("hf", "visdep_vlm", qwen_vl, hf_args, VLM_TASKS, cache),
+        "hf_option": ("hf", "visdep_vlm", qwen_vl, f"{hf_args},scoring=option", VLM_TASKS, []),
+        "hf_qwen2_vl": ("hf", "visdep_vlm", qwen2_vl, hf_args, "vru_accident_video", []),
+        "hf_internvl": ("hf", "visdep_vlm", internvl, hf_args, "vru_accident_video", []),
+        "hf_llava": ("hf", "visdep_vlm", llava, hf_args, "vru_accident_video", []),
+        "hf_bf16": ("hf", "visdep_vlm", qwen_vl, "device=cpu,dtype=bfloat16", VLM_TASKS, []),
+        # the store's runs in their order: the Hugging Face engine's values first, then vLLM's twice
+        "vllm_letter": ("letter", "visdep_vllm", qwen_vl, vllm_args, VLM_TASKS, cache),
+        "vllm_llm": ("letter", "visdep_vllm", qwen2, vllm_args, "vru_accident_blind", []),
+        "vllm_qwen2_vl": ("letter", "visdep_vllm", qwen2_vl, vllm_args, "vru_accident_video", []),
+        "vllm_internvl": ("letter", "visdep_vllm", internvl, vllm_args, "vru_accident_video", []),
+        "vllm_llava": ("letter", "visdep_vllm", llava, vllm_args, "vru_accident_video", []),
+        "vllm_llava_later_hub": ("letter", "visdep_vllm", llava_later_hub, vllm_args, "vru_accident_video", []),
+        "vllm_bf16": ("letter", "visdep_vllm", qwen_vl, vllm_args.replace("float32", "bfloat16"), VLM_TASKS, []),
+        "vllm_option": ("option", "visdep_vllm", qwen_vl, f"{vllm_args},scoring=option", VLM_TASKS, []),
+        "vllm_resumed": ("resumed", "visdep_vllm", qwen_vl, vllm_args, VLM_TASKS, cache),
     }
     outs = {name: root / "runs" / name for name in plan}
 
-    def run(name: str) -> None:
-        executable, model, checkpoint, arguments, tasks, extra_env, extra = plan[name]
-        proc = run_lmms_eval(["--model", model, "--model_args", f"pretrained={checkpoint},{arguments}", "--tasks",
-                              tasks, "--limit", str(LIMIT), "--batch_size", "4", *extra], {**env, **extra_env},
-                             outs[name], python=executable or sys.executable)
-        assert proc.returncode == 0, (outs[name] / "cli.log").read_text()[-3000:]
+    def arguments(name: str) -> list[str]:
+        _, model, checkpoint, model_args, tasks, extra = plan[name]
+        return ["--model", model, "--model_args", f"pretrained={checkpoint},{model_args}", "--tasks", tasks,
+                "--limit", str(LIMIT), "--batch_size", "4", *extra]
+
+    def start_vllm(process: str) -> tuple[subprocess.Popen, Path, list[str]]:
+        """One vLLM process evaluating every run of `process` (a --config entry each, its own output folder)."""
+        names = [name for name in plan if plan[name][0] == process]
+        entries = []
+        for name in names:
+            parsed = arguments(name)
+            entry = {parsed[i][2:]: parsed[i + 1] for i in range(0, len(parsed), 2)}
+            entries.append({**entry, "limit": LIMIT, "batch_size": 4, "log_samples": True,
+                            "output_path": str(outs[name])})
+        config = root / f"vllm_{process}.yaml"
+        config.write_text(yaml.safe_dump(entries))
+        log = root / f"vllm_{process}.log"
+        with log.open("w") as sink:
+            return subprocess.Popen([python, "-m", "lmms_eval", "--config", str(config)], cwd=root, env=env,
+                                    stdout=sink, stderr=subprocess.STDOUT), log, names
+
+    def finish(started: tuple[subprocess.Popen, Path, list[str]]) -> None:
+        proc, path, names = started
+        status = proc.wait(timeout=900)
+        log = path.read_text()
+        for name in names:
+            outs[name].mkdir(parents=True, exist_ok=True)
+            (outs[name] / "cli.log").write_text(log)
+        assert status == 0, log[-3000:]
+        for name in names:  # lmms-eval's --config goes on past a configuration that failed before evaluating
+            read_results(outs[name])
 
     def probe() -> dict:
         video = sorted(Path(fixture_env["VRU_ACCIDENT_ROOT"]).rglob("*.mp4"))[0]
@@ -219,22 +248,23 @@ def runs(fixture_env, tmp_path_factory):
         assert proc.returncode == 0, proc.stderr[-3000:]
         return json.loads(proc.stdout.strip().splitlines()[-1])
 
-    # Two single-threaded runs at a time, one per core: the store's runs in their order (the Hugging Face engine's
-    # values first, then vLLM's twice) and the probe on one worker, every other run taken by whichever is free (a
-    # fixed split left one core idle for most of this fixture).
-    ordered_names = ("hf_letter", "vllm_letter", "vllm_resumed")
+    def run_hf(name: str) -> None:
+        proc = run_lmms_eval(arguments(name), env, outs[name])
+        assert proc.returncode == 0, (outs[name] / "cli.log").read_text()[-3000:]
 
-    def store_runs() -> dict:
-        for name in ordered_names:
-            run(name)
-        return probe()
-
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        ordered = pool.submit(store_runs)
-        others = [pool.submit(run, name) for name in plan if name not in ordered_names]
-        found = ordered.result()
-        for done in others:
-            done.result()
+    # One single-threaded vLLM process at a time beside the Hugging Face runs in this process (a core each): the
+    # option run while hf_letter fills the store, then the letter runs (which find it filled) while the other
+    # Hugging Face runs go on, then the rerun and the probe.
+    option = start_vllm("option")
+    run_hf("hf_letter")
+    finish(option)
+    letter = start_vllm("letter")
+    for name in [n for n in plan if plan[n][0] == "hf" and n != "hf_letter"]:
+        run_hf(name)
+    finish(letter)
+    resumed = start_vllm("resumed")
+    found = probe()
+    finish(resumed)
     return {"outs": outs, "store": store, "probe": found}
 
 
