@@ -180,3 +180,24 @@ def test_include_path_fallback_and_discovery_hook(tmp_path):
     index = unpatched(TaskManager.__new__(TaskManager), include_path=[tasks_path()], include_defaults=False)
     assert names <= set(index)
     assert Path(tasks_path()) == TASKS_DIR
+
+
+def test_in_process_runs_exit_write_and_log_as_the_command_line_does(fixture_env, tmp_path):
+    """The exit-status contract through a real `python -m lmms_eval` process, and the in-process harness the other
+    tests use (tests/helpers/lmms_inproc.py) against it: the same status, the same error line for a failed run, the
+    same samples for one that succeeds."""
+    runs = {"failed": (["--model", "dummy", "--tasks", "mmau_blind"], lmms_eval_env({})),
+            "passed": (["--model", "dummy", "--tasks", "mmau_blind"], lmms_eval_env(fixture_env))}
+    seen = {}
+    for name, (args, env) in runs.items():
+        for process in (True, False):
+            out = tmp_path / f"{name}_{'process' if process else 'in_process'}"
+            proc = run_lmms_eval(args, env, out, process=process)
+            seen[name, process] = (proc.returncode, (out / "cli.log").read_text(), read_samples(out, "mmau_blind"))
+    for process in (True, False):
+        status, log, samples = seen["failed", process]
+        assert status == 1 and not samples, log[-3000:]
+        assert "MMAU_ROOT is not set" in log and "the evaluation failed; lmms-eval exits with status 1" in log
+        status, log, samples = seen["passed", process]
+        assert status == 0 and len(samples) == 10, log[-3000:]
+    assert seen["passed", True][2] == seen["passed", False][2]
