@@ -108,7 +108,7 @@ class Benchmark:
                 value = self.default_root
                 given = f"{self.env_var} unset, so the spec's root_default {value}"
             root = value
-        path = Path(root).expanduser()
+        path = Path(root).expanduser().absolute()  # a relative root names a folder under the working one, once
         if self.hub is not None:
             if not path.exists():
                 raise BenchmarkDataError(f"{given}: not found. Expected {self.layout}")
@@ -127,7 +127,7 @@ class Benchmark:
         --video-root), found by `find_video`; OutsideRootError unless it lies under that folder once symlinks are
         resolved (`roots.under_root`): checked before any search, whose pattern must stay under it too, and on what
         was found."""
-        root = self.video_folder() if root is None else Path(root)
+        root = self.video_folder() if root is None else Path(root).expanduser().absolute()
         under_root(root, video)
         return under_root(root, self.find_video(root, video))
 

@@ -131,3 +131,19 @@ def test_the_spec_loader_makes_such_records_unusable(tree, tmp_path):
     assert {u.reason for u in refused.values()} == {"key 'fields.video': not a path under the root"}
     assert "leads to" in refused["link"].detail and str(tree["private"]) in refused["link"].detail
     assert os.path.exists(tree["private"])  # the secret is there: refused for where it is, not for being absent
+
+
+def test_a_relative_root_is_taken_from_the_working_folder_once(fixture_env, monkeypatch):
+    """`VRU_ACCIDENT_ROOT=fx/vru_accident`, the commonest way to set it, names the folder under the working one:
+    before, the video's path joined the relative root twice (fx/vru_accident/fx/vru_accident/...) and no video was
+    found; so did a relative `--video-root` (`video_path(..., root=...)`)."""
+    from lmms_eval_tasks.loaders import load_benchmark, resolve_video
+
+    root = Path(fixture_env["VRU_ACCIDENT_ROOT"])
+    monkeypatch.chdir(root.parent.parent)
+    relative = root.relative_to(root.parent.parent)
+    monkeypatch.setenv("VRU_ACCIDENT_ROOT", str(relative))
+    question = load_benchmark("vru_accident")[0]
+    found = resolve_video("vru_accident", question.video, question.question_id)
+    assert found.is_file() and found == root / question.video
+    assert get_benchmark("vru_accident").video_path(question.video, root=relative) == root / question.video
