@@ -22,7 +22,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from lmms_eval_tasks.loaders import get_benchmark
-from lmms_eval_tasks.task_yaml import FULL_SPLIT, task_yaml
+from lmms_eval_tasks.task_yaml import FULL_SPLIT, read_task_yaml, task_yaml
 
 _SUFFIX = re.compile(r"^[a-z][a-z0-9_]*$")
 
@@ -54,7 +54,7 @@ def write_subset_tasks(out_dir: str | Path, benchmark: str, question_ids: Iterab
     for mode in ("blind", "video"):
         comments = [f"{benchmark}_{mode} restricted to {len(ids)} question(s) listed in {ids_file.name}.",
                     *(description.splitlines() if description else [])]
-        own = full_task_file(benchmark, mode).read_text().splitlines()
+        own = read_task_yaml(full_task_file(benchmark, mode).read_text())
         path = out / f"{benchmark}_{mode}_{suffix}.yaml"
         path.write_text(task_yaml(comments, f"{benchmark}_{mode}_{suffix}", ids_file.name, own,
                                   tag=f"visdep_{mode}_{suffix}", split=suffix))

@@ -2,16 +2,25 @@
 an upstream task's twins (`visdep twin`) and exported subsets (`lmms_eval_tasks.export`).
 
 The built-in YAMLs (`<benchmark>/<benchmark>_<mode>.yaml`) are static files that include `_default_template_yaml`.
-A written task is self-contained: a comment, its name, tag and data file, then the template's keys that the task's
-own lines do not set, then those lines. lmms-eval resolves `include` relative to the YAML's folder, so a task
-written elsewhere inlines the template instead of including it.
+A written task is self-contained: comments, its name, tag and data file, then the template's keys that the task's
+own keys do not set, then those. lmms-eval resolves `include` relative to the YAML's folder, so a task written
+elsewhere inlines the template instead of including it.
+
+A task YAML is data that lmms-eval executes (`!function` imports and runs a module), and what goes into it comes
+from other people's files (a spec's name and file name, a twin's task, categories). So it is emitted by a YAML
+emitter from a mapping, never formatted as text: a value is always a value, whatever newlines, `!function`, `#`,
+`: ` or `{{ }}` it holds; `!function` is written only for `FunctionRef`s naming visdep's own task functions; a
+comment holds its text escaped onto one line, and a category is named by its metric only.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from pathlib import Path
+
+import yaml
 
 from lmms_eval_tasks.spec import BenchmarkSpec, spec_error
 
@@ -22,6 +31,41 @@ FULL_SPLIT = "test"  # the split of a full task's data file; a subset's is named
 # line names the spec: lmms-eval hands it to `tasks.docs_*`, which read the spec it names.
 SPEC_DATA_FILE_SUFFIX = "_spec.jsonl"
 SPEC_YAML_HEADER = "# visdep spec task"
+TASK_FUNCTIONS = "lmms_eval_tasks.tasks."  # the only module a written task's `!function` may name
+
+
+class FunctionRef(str):
+    """A `!function module.name` of a task YAML: one of visdep's task functions (`TASK_FUNCTIONS`)."""
+
+    def __new__(cls, name: str) -> FunctionRef:
+        if not re.fullmatch(re.escape(TASK_FUNCTIONS) + r"[a-z_][a-z0-9_]*", name):
+            raise ValueError(f"!function {name[:80]!r}: a written task names only {TASK_FUNCTIONS}* functions")
+        return super().__new__(cls, name)
+
+
+class _Dumper(yaml.SafeDumper):
+    pass
+
+
+class _Loader(yaml.SafeLoader):
+    pass
+
+
+_Dumper.add_representer(FunctionRef, lambda dumper, ref: dumper.represent_scalar("!function", str(ref)))
+_Loader.add_constructor("!function", lambda loader, node: FunctionRef(loader.construct_scalar(node)))
+
+
+def read_task_yaml(text: str) -> dict:
+    """A task YAML visdep ships or wrote, as a mapping (`!function` as FunctionRef; another module is an error)."""
+    config = yaml.load(text, Loader=_Loader)
+    if not isinstance(config, dict):
+        raise ValueError("a task YAML is a mapping")
+    return config
+
+
+def one_line(text: str) -> str:
+    """`text` for a comment: on one line, its newlines and other control characters escaped (JSON's escapes)."""
+    return json.dumps(str(text), ensure_ascii=False)[1:-1]
 
 
 def category_metric(category: str) -> str:
@@ -29,34 +73,20 @@ def category_metric(category: str) -> str:
     return "acc_" + re.sub(r"[^0-9a-z]+", "_", category.lower()).strip("_")
 
 
-def _top_key(line: str) -> str | None:
-    return line.split(":", 1)[0] if line and not line.startswith((" ", "#", "-")) else None
-
-
-def _without(lines: list[str], keys: set[str]) -> list[str]:
-    """`lines` without the top-level blocks of `keys` and without comment lines."""
-    kept, skipping = [], False
-    for line in lines:
-        key = _top_key(line)
-        if key is not None:
-            skipping = key in keys
-        if not skipping and not line.lstrip().startswith("#"):
-            kept.append(line)
-    return kept
-
-
-def task_yaml(comments: list[str], task: str, data_file: str, own: list[str], tag: str | None = None,
+def task_yaml(comments: list[str], task: str, data_file: str, own: Mapping[str, object], tag: str | None = None,
               split: str = FULL_SPLIT) -> str:
-    """A task YAML: `comments`, the task's name (and tag), its data file as `split`, the shared template's keys
-    that `own` does not set, and `own` (the task's own lines, whose task, tag, include, dataset_kwargs and
-    test_split are the writer's)."""
+    """A task YAML: `comments` (each on one line), the task's name (and tag), its data file as `split`, the shared
+    template's keys that `own` does not set, and `own` (the task's own keys; its task, tag, include, dataset_kwargs
+    and test_split are the writer's)."""
     written = {"task", "tag", "include", "dataset_kwargs", "test_split"}
-    own = _without(own, written)
-    own_keys = {key for key in map(_top_key, own) if key}
-    template = _without(TEMPLATE.read_text().splitlines(), own_keys | written)
-    lines = [*(f"# {c}" for c in comments), f"task: {task}", *([f"tag: {tag}"] if tag else []),
-             "dataset_kwargs:", "  data_files:", f"    {split}: {data_file}", f"test_split: {split}", *template, *own]
-    return "\n".join(lines) + "\n"
+    own = {key: value for key, value in own.items() if key not in written}
+    template = {key: value for key, value in read_task_yaml(TEMPLATE.read_text()).items()
+                if key not in own and key not in written}
+    config = {"task": str(task), **({"tag": str(tag)} if tag else {}),
+              "dataset_kwargs": {"data_files": {str(split): str(data_file)}}, "test_split": str(split),
+              **template, **own}
+    header = "".join(f"# {one_line(c)}\n" for c in comments)
+    return header + yaml.dump(config, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=1_000_000)
 
 
 # --------------------------------------------------------------------------- a spec's tasks
@@ -68,13 +98,11 @@ def spec_task_path(spec_path: Path, name: str, mode: str) -> Path:
 def source_task_yaml(comment: str, name: str, mode: str, data_file: str, categories: list[str]) -> str:
     """The text of a full `<name>_<mode>` task of a question source its data file names: the generic document
     function, and accuracy overall and per category."""
-    metrics = ["metric_list:", "  - metric: acc", "    aggregation: mean", "    higher_is_better: true"]
-    for category in categories:
-        metrics += [f"  - metric: {category_metric(category)}  # {category}", "    aggregation: mean",
-                    "    higher_is_better: true"]
-    own = [f"process_docs: !function lmms_eval_tasks.tasks.docs_{mode}",
-           f"doc_to_visual: !function lmms_eval_tasks.tasks.doc_to_visual_{mode}",
-           f"process_results: !function lmms_eval_tasks.tasks.process_results_{mode}", *metrics]
+    metrics = [{"metric": metric, "aggregation": "mean", "higher_is_better": True}
+               for metric in ["acc", *map(category_metric, categories)]]
+    own = {"process_docs": FunctionRef(f"{TASK_FUNCTIONS}docs_{mode}"),
+           "doc_to_visual": FunctionRef(f"{TASK_FUNCTIONS}doc_to_visual_{mode}"),
+           "process_results": FunctionRef(f"{TASK_FUNCTIONS}process_results_{mode}"), "metric_list": metrics}
     return task_yaml([comment], f"{name}_{mode}", data_file, own)
 
 

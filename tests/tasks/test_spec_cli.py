@@ -10,6 +10,7 @@ import json
 
 import pandas as pd
 import pytest
+import yaml
 
 from lmms_eval_tasks.discovery import task_name_clashes
 from lmms_eval_tasks.layouts import write_mp4
@@ -133,3 +134,50 @@ def test_task_names_of_lmms_eval_are_refused(csv_benchmark, tmp_path):
     assert task_name_clashes(read_spec(spec)) == ["mmsi_video"]
     assert main(["spec", "init", str(spec)]) == 2
     assert not (tmp_path / "mmsi_video.yaml").exists()
+
+
+HOSTILE_CATEGORIES = ["k0\nx_inj: !function evil.run\nmetric_list: []", "{{ doc.question }} # not a comment: yes",
+                      "plain"]
+
+
+def test_a_category_that_reads_as_yaml_is_text_in_the_task_lmms_eval_loads(tmp_path, monkeypatch):
+    """`visdep spec init` on categories holding newlines, `!function`, `{{ }}`, `#` and `: `, with an `evil.py`
+    beside the tasks: lmms-eval loads tasks whose keys are visdep's alone (a metric per category), nothing of
+    evil.py runs, and every category reaches the samples as written. Before, the category was written raw into a
+    comment line of the YAML, and its second line became a key that ran `evil.run`."""
+    root = tmp_path / "bench"
+    (root / "clips").mkdir(parents=True)
+    marker = tmp_path / "ran"
+    (root / "evil.py").write_text(f"from pathlib import Path\nPath({str(marker)!r}).write_text('ran')\n"
+                                  "def run(*args, **kwargs):\n    return []\n")
+    rows = [{"id": f"q{i}", "clip": "c", "question": f"Which {i}?", "A": "x", "B": "y", "C": "z", "answer": "A",
+             "kind": kind} for i, kind in enumerate(HOSTILE_CATEGORIES)]
+    with open(root / "questions.csv", "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    (root / "street_colours.yaml").write_text(SPEC)
+    monkeypatch.setattr("lmms_eval_tasks.discovery.lmms_eval_task_names", lambda: frozenset())
+    assert main(["spec", "init", str(root / "street_colours.yaml"), "--no-videos"]) == 0
+    text = (root / "street_colours_blind.yaml").read_text()
+    assert "evil.run" not in text and "x_inj:" not in text
+    loader = type("Loader", (yaml.SafeLoader,), {})
+    loader.add_constructor("!function", lambda load, node: ("!function", load.construct_scalar(node)))
+    functions = {k: v[1] for k, v in yaml.load(text, Loader=loader).items() if isinstance(v, tuple)}
+    assert text.count("!function") == len(functions) == 6
+    assert functions == {"doc_to_text": "lmms_eval_tasks.tasks.doc_to_text", "doc_to_choice":
+                         "lmms_eval_tasks.tasks.doc_to_choice", "doc_to_target": "lmms_eval_tasks.tasks.doc_to_target",
+                         "process_docs": "lmms_eval_tasks.tasks.docs_blind", "doc_to_visual":
+                         "lmms_eval_tasks.tasks.doc_to_visual_blind", "process_results":
+                         "lmms_eval_tasks.tasks.process_results_blind"}
+    out = tmp_path / "run"
+    proc = run_lmms_eval(["--model", "dummy", "--include_path", str(root), "--tasks", "street_colours_blind"],
+                         lmms_eval_env({}), out)
+    assert proc.returncode == 0, (out / "cli.log").read_text()[-3000:]
+    assert not marker.exists()
+    samples = sorted(read_samples(out, "street_colours_blind"), key=lambda s: s["doc_id"])
+    assert [s["visdep"]["category"] for s in samples] == HOSTILE_CATEGORIES
+    config = read_results(out)["configs"]["street_colours_blind"]
+    assert "x_inj" not in config
+    assert [m["metric"] for m in config["metric_list"]] == ["acc", "acc_k0_x_inj_function_evil_run_metric_list",
+                                                             "acc_doc_question_not_a_comment_yes", "acc_plain"]
