@@ -46,8 +46,10 @@ def write_subset_tasks(out_dir: str | Path, benchmark: str, question_ids: Iterab
     if len(set(ids)) != len(ids):
         raise ValueError(f"the {suffix} subset of {benchmark} lists a question id twice")
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
     ids_file = out / f"{benchmark}_{suffix}_ids.jsonl"
+    if ids_file.parent != out or "/" in benchmark or benchmark.startswith("."):  # a name that reads as a path
+        raise ValueError(f"benchmark {benchmark[:80]!r}: its tasks would not be written in {out}")
+    out.mkdir(parents=True, exist_ok=True)
     # each line also names the source, which the task's documents are read through
     ids_file.write_text("".join(json.dumps({"question_id": q, **source.reference()}) + "\n" for q in ids))
     written = [ids_file]

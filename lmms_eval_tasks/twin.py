@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,6 +31,9 @@ from lmms_eval_tasks.task_yaml import source_task_yaml
 from lmms_eval_tasks.unusable import BenchmarkData, Unusable, by_reason
 
 TWIN_FORMAT = 1  # the manifest's "visdep_twin": what this reader reads
+# An lmms-eval task name as a manifest may give it: it names files (`twin_files`, the grounded tasks' exports), so
+# nothing that reads as a path (no separator, no leading dot)
+TASK_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]{0,199}")
 TWIN_YAML_HEADER = "# visdep twin of the lmms-eval task"
 UPSTREAM_DOC = "upstream_doc"  # the key of each frozen line that holds the upstream document
 
@@ -157,6 +161,9 @@ def open_twin(path: str | Path) -> TwinSource:
         raise fail(manifest_path, f"not valid JSON ({e})") from None
     if not isinstance(manifest, dict) or manifest.get("visdep_twin") != TWIN_FORMAT or "task" not in manifest:
         raise fail(manifest_path, f"not a manifest visdep twin wrote (format {TWIN_FORMAT})")
+    if not isinstance(manifest["task"], str) or not TASK_NAME.fullmatch(manifest["task"]):
+        raise fail(manifest_path, f"task {str(manifest['task'])[:80]!r} is not an lmms-eval task name (letters, "
+                                  f"digits, '_', '-', '.'; it names the files written for the twin)")
     return TwinSource(path, manifest, tuple(manifest.get("categories", ())))
 
 

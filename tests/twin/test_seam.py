@@ -196,3 +196,25 @@ def test_a_blind_run_of_a_twin_reads_the_frozen_file_and_imports_no_upstream_cod
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.splitlines() == ["3", "[]"]  # no upstream task, no lmms_eval module at all
+
+
+@pytest.mark.parametrize("task", ["/abs/path", "../../outside", "sub/dir", ".hidden", "a\nb", 7])
+def test_a_manifest_whose_task_reads_as_a_path_is_refused_before_anything_is_written(task, tmp_path):
+    """A twin manifest's `task` names the files written for the twin and its grounded exports: one that reads as a
+    path (`visdep audit --twin` wrote the grounded tasks there before) is one line naming the manifest; and the
+    export itself refuses a source whose name would write its tasks outside OUT."""
+    from lmms_eval_tasks.export import write_subset_tasks
+    from lmms_eval_tasks.loaders import open_source
+    from lmms_eval_tasks.records import BenchmarkDataError
+    from lmms_eval_tasks.twin import TWIN_FORMAT, TwinSource, open_twin
+
+    (tmp_path / "t_twin.jsonl").write_text("")
+    manifest = {"visdep_twin": TWIN_FORMAT, "task": task}
+    (tmp_path / "t_twin.json").write_text(json.dumps(manifest))
+    with pytest.raises(BenchmarkDataError, match=r"t_twin\.json: task .* is not an lmms-eval task name"):
+        open_twin(tmp_path / "t_twin.jsonl")
+    if isinstance(task, str) and "/" in task:  # opened by hand, past the manifest's check
+        source = open_source(TwinSource(tmp_path / "t_twin.jsonl", manifest))
+        with pytest.raises(ValueError, match="would not be written in"):
+            write_subset_tasks(tmp_path / "out", source.name, ["q"], "grounded")
+        assert not (tmp_path / "out").exists() and not list(tmp_path.parent.glob("*grounded*"))
