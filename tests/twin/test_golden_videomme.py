@@ -6,6 +6,7 @@ prompt; and a video run finds each video where the built-in finds it."""
 from __future__ import annotations
 
 import json
+import shutil
 
 import datasets
 import numpy as np
@@ -50,17 +51,28 @@ def test_the_videomme_twin_is_the_built_in_videomme_pair(shared_benchmarks, tmp_
     assert [tasks.doc_to_text(d) for d in twin] == [tasks.doc_to_text(d) for d in built_in]
     assert {d["benchmark"] for d in twin} == {"videomme_visdep"}
 
-    # videos: where lmms-eval's task unpacks them ($HF_HOME/videomme/data), an .mp4, an .MP4 and an .mkv; one absent
+    # videos: where lmms-eval's task unpacks them ($HF_HOME/videomme/data), an .mp4, an .MP4 and an .mkv; one absent.
+    # HF_HOME is the worker's for the session (upstream utils.py read it at import): the folder other tests placed
+    # videos in is set aside for this test and put back after it, so that neither sees the other's files.
     frames = np.full((4, 16, 16, 3), 60, np.uint8)
     ids = sorted({r["videoID"] for r in records})[:4]
-    for video_id, suffix in zip(ids, (".mp4", ".MP4", ".mkv"), strict=False):
-        write_mp4(offline_hf_home / "videomme" / "data" / f"{video_id}{suffix}", frames)
-    source, twin_source = get_benchmark("videomme"), get_benchmark("videomme_visdep")
-    for doc in (d for d in twin if d["video"] in {f"data/{i}.mp4" for i in ids}):
-        found = source.video_path(doc["video"])
-        if doc["video"] == f"data/{ids[3]}.mp4":
-            assert not found.exists()
-            with pytest.raises(RecordError, match="upstream doc_to_visual exits"):
-                twin_source.video_path(doc["video"], doc["question_id"])
-        else:
-            assert found.is_file() and twin_source.video_path(doc["video"], doc["question_id"]) == found
+    folder = offline_hf_home / "videomme" / "data"
+    aside = tmp_path / "videomme_data_of_other_tests"
+    if folder.exists():
+        shutil.move(folder, aside)
+    try:
+        for video_id, suffix in zip(ids, (".mp4", ".MP4", ".mkv"), strict=False):
+            write_mp4(folder / f"{video_id}{suffix}", frames)
+        source, twin_source = get_benchmark("videomme"), get_benchmark("videomme_visdep")
+        for doc in (d for d in twin if d["video"] in {f"data/{i}.mp4" for i in ids}):
+            found = source.video_path(doc["video"])
+            if doc["video"] == f"data/{ids[3]}.mp4":
+                assert not found.exists()
+                with pytest.raises(RecordError, match="upstream doc_to_visual exits"):
+                    twin_source.video_path(doc["video"], doc["question_id"])
+            else:
+                assert found.is_file() and twin_source.video_path(doc["video"], doc["question_id"]) == found
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+        if aside.exists():
+            shutil.move(aside, folder)

@@ -79,10 +79,15 @@ def test_at_least_sixty_multiple_choice_benchmarks_are_twinned(listing):
 
 
 def test_resolve_video_finds_the_file_where_the_upstream_task_looks(offline_hf_home):
-    video = offline_hf_home / "videomme" / "data" / "fFjv93ACGo8.mp4"
+    """(A name no fixture's video has, removed after: HF_HOME is the worker's for the session, and a one-byte stand-in
+    left there would be the video of a later test's question.)"""
+    video = offline_hf_home / "videomme" / "data" / "visdep-resolve-probe.mp4"
     video.parent.mkdir(parents=True, exist_ok=True)
     video.write_bytes(b"\0")
-    assert resolve_video("videomme", {"videoID": "fFjv93ACGo8"}) == str(video)
+    try:
+        assert resolve_video("videomme", {"videoID": "visdep-resolve-probe"}) == str(video)
+    finally:
+        video.unlink()
 
 
 def test_resolve_video_turns_an_upstream_exit_into_a_record_error():
