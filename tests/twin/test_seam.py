@@ -218,3 +218,23 @@ def test_a_manifest_whose_task_reads_as_a_path_is_refused_before_anything_is_wri
         with pytest.raises(ValueError, match="would not be written in"):
             write_subset_tasks(tmp_path / "out", source.name, ["q"], "grounded")
         assert not (tmp_path / "out").exists() and not list(tmp_path.parent.glob("*grounded*"))
+
+
+def test_a_twins_task_yaml_holds_its_categories_and_comment_as_data_only():
+    """`visdep twin` writes its tasks with the same writer as `spec init` (`task_yaml.source_task_yaml`): a category
+    from the twin's data (a `task_type` field) holding a newline and `!function`, and a comment holding one, leave
+    the YAML with visdep's keys only, every `!function` one of visdep's task functions, the comment on one line."""
+    import yaml
+
+    from lmms_eval_tasks.task_yaml import source_task_yaml
+
+    hostile = "k0\nx_inj: !function evil.run\n#: {{ doc }}"
+    text = source_task_yaml(f"visdep twin of {hostile}", "t_visdep", "video", "t_visdep.jsonl", [hostile, "plain"])
+    loader = type("Loader", (yaml.SafeLoader,), {})
+    loader.add_constructor("!function", lambda load, node: ("!function", load.construct_scalar(node)))
+    config = yaml.load(text, Loader=loader)
+    assert "x_inj" not in config and text.count("\n#") == 0 and text.startswith("# visdep twin of k0\\n")
+    assert {v[1] for v in config.values() if isinstance(v, tuple)} == {
+        f"lmms_eval_tasks.tasks.{name}" for name in ("doc_to_text", "doc_to_choice", "doc_to_target", "docs_video",
+                                                     "doc_to_visual_video", "process_results_video")}
+    assert [m["metric"] for m in config["metric_list"]] == ["acc", "acc_k0_x_inj_function_evil_run_doc", "acc_plain"]
