@@ -121,7 +121,8 @@ def test_one_process_runs_a_letter_and_an_option_evaluation(fixture_env, tiny_mo
             adapter = make_adapter("qwen2", model)
             requests = requests_for(adapter, docs, video=False)
             expected = [-loss for loss, *_ in adapter.loglikelihood(requests)]
-            strings = [request.args[1] for request in requests]
+        # what each mode scores, written out: the option letters, or the option texts of the annotation file
+        strings = [s for d in docs for s in ("ABCDEFGHIJ"[:len(d["options"])] if mode == "letter" else d["options"])]
         got = [lp for s in run for lp in s["visdep"]["option_logprobs"]]
         assert [s["visdep"]["question_id"] for s in run] == [d["question_id"] for d in docs]
         assert got == pytest.approx(expected, abs=1e-4), mode  # batches of 4 against 1: float32 rounding
