@@ -221,7 +221,7 @@ GENERAL_BENCHMARKS = tuple(name for name, b in BENCHMARKS.items() if b.general)
 
 
 def _opened() -> dict[str, QuestionSource]:
-    """The sources opened from files (specs, twins) by name: the current evaluation's (`evaluation_hooks`), so that
+    """The sources opened from files (specs, twins) by name: the current evaluation's (`evaluation.current`), so that
     one evaluation's sources are no other's; outside any, those of the process's commands."""
     return current().sources
 
