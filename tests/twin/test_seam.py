@@ -217,7 +217,8 @@ def test_a_manifest_whose_task_reads_as_a_path_is_refused_before_anything_is_wri
         source = open_source(TwinSource(tmp_path / "t_twin.jsonl", manifest))
         with pytest.raises(ValueError, match="would not be written in"):
             write_subset_tasks(tmp_path / "out", source.name, ["q"], "grounded")
-        assert not (tmp_path / "out").exists() and not list(tmp_path.parent.glob("*grounded*"))
+        # nothing where the name leads (a folder above, /abs), nor in OUT
+        assert not (tmp_path / "out").exists() and not (tmp_path / "out" / f"{source.name}_grounded_ids.jsonl").exists()
 
 
 def test_a_twins_task_yaml_holds_its_categories_and_comment_as_data_only():
