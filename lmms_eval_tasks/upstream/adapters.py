@@ -5,9 +5,11 @@ code, `lmms_eval_tasks.spec` and `spec_data`): `options` ('{options}' a list fie
 `question`, and `answer` with `answer_is` (index, index1, letter, text). Without an `options` template the generic
 path still renders, parses and cross-checks, and `answer` only replaces the task's `doc_to_target` (tomato's and
 worldsense's YAMLs name their target function without `!function`, so lmms-eval renders it as literal text).
-`keep` is a row filter for a benchmark that mixes multiple-choice and open questions. Two readings need a function:
-options that exist only inside the question text (`options_in_text`), and VITATEC's options, ordered by a coin flip
-seeded inside its `doc_to_text` (reproduced by rendering it, then checked against the caption and counterfactual).
+`keep` is a row filter for a benchmark that mixes multiple-choice and open questions; `category` names the question's
+category where no field holds its type. Some readings need a function: options that exist only inside the question
+text (`options_in_text`; TempCompass caption matching's labelled lines, `read_caption_matching`), and VITATEC's
+options, ordered by a coin flip seeded inside its `doc_to_text` (reproduced by rendering it, then checked against the
+caption and counterfactual).
 """
 
 from __future__ import annotations
@@ -15,12 +17,13 @@ from __future__ import annotations
 import fnmatch
 import functools
 import json
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lmms_eval_tasks.records import RecordError
+from lmms_eval_tasks.records import LETTERS, RecordError
 from lmms_eval_tasks.spec import BenchmarkSpec, parse_template
 from lmms_eval_tasks.spec_data import option_list, options_and_answer
 from lmms_eval_tasks.upstream.config import UpstreamTask
@@ -33,7 +36,7 @@ from lmms_eval_tasks.upstream.generic import (
     render,
     stem,
     target,
-    without_letter,
+    without_letters,
 )
 
 
@@ -45,6 +48,9 @@ class Adapter:
     answer_is: str = "letter"
     keep: Callable[[dict], bool] | None = None  # the documents that are multiple-choice questions
     read: Callable[[UpstreamTask, dict], tuple[str, list[str], int]] | None = None  # where templates do not suffice
+    # where no field holds the question's type (convert.CATEGORY_FIELDS): the category as the task's own scoring
+    # groups its questions
+    category: Callable[[dict], str | None] | None = None
 
     @functools.cached_property
     def spec(self) -> BenchmarkSpec:
@@ -64,8 +70,9 @@ class Adapter:
             return self.read(task, doc)
         spec = self.spec
         if "options" in self.fields:  # the options from the document, as a spec reads them
-            raw = [None if o is None else without_letter(str(o).strip(), k)
-                   for k, o in enumerate(option_list(spec, doc))]
+            listed = option_list(spec, doc)
+            texts = iter(without_letters([str(o).strip() for o in listed if o is not None]))
+            raw = [None if o is None else next(texts) for o in listed]
             question = str(spec.fields["question"].render(doc))
         else:  # the generic path, the answer from a field
             above, raw = parse(render(task, doc))
@@ -104,6 +111,46 @@ def two_way(options: tuple[str, str], question: str | None = None) -> Callable[[
         return text.strip(), list(options), matches[0]
 
     return read
+
+
+# TempCompass caption matching (its questions/caption_matching.json, 1503 questions): the question's first line, then
+# one line per option labelled `Caption A: `, `Sentence A: ` or `Option 1: ` (letters or numbers in order from the
+# first); the answer is one option line as shown ('Caption B: The man is moving from left to right.'). Its own
+# scoring (utils.eval_rule) splits the question at newlines and each option at ': ' the same way.
+_CAPTION_OPTION = re.compile(r"^(Caption|Sentence|Option) ([A-Z]|[1-9]\d*): (.*)$")
+
+
+def read_caption_matching(task: UpstreamTask, doc: dict) -> tuple[str, list[str], int]:
+    """TempCompass caption matching: the question line, the labelled option lines (`Caption A: x`, `Sentence A: x`,
+    `Option 1: x`), the gold the option line the target is, checked label and text."""
+    lines = [line.strip() for line in str(doc["question"]).split("\n") if line.strip()]
+    matches = [_CAPTION_OPTION.match(line) for line in lines]
+    first = next((i for i, m in enumerate(matches) if m), None)
+    if first is None or first == 0:
+        raise RecordError("no question line followed by labelled option lines (Caption A:, Sentence A:, Option 1:)",
+                          str(doc["question"])[:200])
+    options = matches[first:]
+    if len(options) < 2 or not all(options):
+        raise RecordError("the lines after the first labelled option are not all labelled options",
+                          str(doc["question"])[:200])
+    kinds = {m.group(1) for m in options}
+    labels = [m.group(2) for m in options]
+    in_order = (labels == list(LETTERS[: len(labels)])) or (labels == [str(k + 1) for k in range(len(labels))])
+    if len(kinds) != 1 or not in_order:
+        raise RecordError("the option labels are not one kind in order (A, B... or 1, 2...)", repr(lines[first:])[:200])
+    answer = normal_text(target(task, doc))
+    shown = [normal_text(m.group(0)) for m in options]
+    if answer not in shown:
+        raise RecordError("the answer is not one of the option lines", repr(answer)[:200])
+    question = " ".join(lines[:first])
+    return question, [m.group(3) for m in options], shown.index(answer)
+
+
+def video_mmmu_subject(doc: dict) -> str | None:
+    """Video-MMMU's subject, from its id '<split>_<Subject>_<n>' ('validation_Art_Theory_1' -> 'Art_Theory'): what its
+    own scoring groups by (utils.extract_subset_name). Its `question_type` says only 'multiple-choice' or 'open'."""
+    match = re.fullmatch(r"[^_]+_(.+?)_\d+", str(doc.get("id", "")))
+    return match.group(1) if match else None
 
 
 def read_numbered_options(task: UpstreamTask, doc: dict) -> tuple[str, list[str], int]:
@@ -153,13 +200,15 @@ def _spatialtree_choice(doc: dict) -> bool:
 
 
 ADAPTERS: tuple[Adapter, ...] = (
-    Adapter("mc_rows", ("mmvu_val", "video_mmmu_adaptation", "video_mmmu_comprehension", "video_mmmu_perception",
-                        "video_mmmu_adaptation_question_only"), keep=_multiple_choice_type),
+    Adapter("mc_rows", ("mmvu_val",), keep=_multiple_choice_type),
+    Adapter("mc_rows", ("video_mmmu_adaptation", "video_mmmu_comprehension", "video_mmmu_perception",
+                        "video_mmmu_adaptation_question_only"), keep=_multiple_choice_type,
+            category=video_mmmu_subject),
     Adapter("rows_with_options", ("vsibench", "vsibench_debiased", "vsibench_pruned", "revsi_*", "osi_bench",
                                   "osi_bench_frames"), keep=_has_options),
-    Adapter("options_in_question", ("tempcompass_multi_choice", "tempcompass_caption_matching",
-                                    "temporalbench_long_qa", "temporalbench_short_qa"),
+    Adapter("options_in_question", ("tempcompass_multi_choice", "temporalbench_long_qa", "temporalbench_short_qa"),
             read=options_in_text("question")),
+    Adapter("caption_matching", ("tempcompass_caption_matching",), read=read_caption_matching),
     Adapter("options_in_input", ("timescope", "longtimescope"), read=options_in_text("input")),
     Adapter("tomato", ("tomato",), {"question": "{question}", "options": "{options}", "answer": "{answer}"},
             answer_is="index"),

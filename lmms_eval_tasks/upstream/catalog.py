@@ -3,9 +3,10 @@
 Read from each task's YAML without running its code (lmms-eval's `load_yaml_config` in its "simple" mode, which
 leaves `!function` unresolved): a task is a *video task* where its dataset is a video download
 (`dataset_kwargs.video`) or its `doc_to_visual` is a function about videos (its name or body says video, or a video
-file suffix), unless the function names images only. Its *benchmark* is its folder under lmms-eval's tasks. Its
-status comes from, first match: a variant rule on the task's name (subtitles, chain of thought, lmms-eval's own blind
-and perturbed variants), the table of tasks, the table of benchmark folders (read in lmms-eval 0.7.3's utils.py:
+file suffix), never where the function names images only. Its *benchmark* is its folder under lmms-eval's tasks. Its
+status comes from, first match: the table of tasks, a variant rule on the task's name (subtitles, lmms-eval's own
+blind and perturbed variants), what its YAML asks of the model (a prompt that asks for reasoning before the answer:
+a chain-of-thought variant), the table of benchmark folders (read in lmms-eval 0.7.3's utils.py:
 docs/twins.md says what each rests on), an adapter, else `refused: not read`. Statuses say `refused: not
 multiple-choice` for the open-ended, captioning, grounding and counting tasks: those are not in the count of
 multiple-choice benchmarks.
@@ -13,6 +14,7 @@ multiple-choice benchmarks.
 
 from __future__ import annotations
 
+import ast
 import fnmatch
 import functools
 import re
@@ -33,13 +35,23 @@ LEAKS = "refused: its blind prompt carries the video's content"
 IMAGES = "refused: an image variant (frames or images, no video)"
 NOT_READ = "refused: not read (no adapter, and its prompt is not one the generic path was checked on)"
 
-# Variants, by task name (first match).
+# Variants, by task name (first match). Chain of thought is not among them: it is read from what the task's YAML
+# asks of the model (`asks_for_reasoning`); a name says nothing (mvbench_episodic_reasoning is an ordinary subtask).
 VARIANTS: tuple[tuple[str, str], ...] = (
-    ("*_no_visual", BLIND), ("*subtitle*", SUBTITLES), ("*_cot", COT), ("*_cot_*", COT), ("*_reasoning", COT),
+    ("*_no_visual", BLIND), ("*subtitle*", SUBTITLES),
     ("*random_choice*", PERTURBED), ("*gt_none_option*", PERTURBED), ("*number_option*", PERTURBED),
     ("*convert_mcq_oe*", PERTURBED), ("*revert_oe_mcq*", PERTURBED), ("*video_only_abcd*", PERTURBED),
     ("*multiimage*", IMAGES),
 )
+# What a prompt says when it asks the model to reason before it answers (seen in lmms-eval 0.7.3: "think step by
+# step", "Write your thinking process first", "First please perform reasoning", "Please perform a detailed
+# reasoning", "Begin by explaining your reasoning process").
+_REASONING_REQUEST = re.compile(
+    r"step[- ]by[- ]step|thinking process|perform (?:a )?(?:detailed )?reasoning|explain(?:ing)? your reasoning"
+    r"|chain[- ]of[- ]thought|<think>", re.I)  # not 'reasoning process': MMVU's plain prompt says "Do not generate
+# any intermediate reasoning process"
+# The YAML keys whose functions write what the model is asked (their text and the module's text constants they use).
+PROMPT_FUNCTIONS = ("doc_to_text", "doc_to_messages")
 
 # Tasks whose status differs from their benchmark's.
 TASKS: dict[str, str] = {
@@ -55,7 +67,6 @@ TASKS: dict[str, str] = {
     "ovo_forward": "refused: multi-round streaming questions (one prompt per round)",
     "perceptiontest_test_mc": NO_GOLD, "perceptiontest_test_mcppl": NO_GOLD,
     "rcap_test": NOT_MC, "rdcap_test": NOT_MC, "rtloc_test": NOT_MC, "sgqa_test": NOT_MC,
-    "site_bench_image": IMAGES,
     "tempcompass_captioning": NOT_MC,
     "tempcompass_yes_no": "refused: yes/no questions without options (no two-way adapter yet)",
     "temporalbench_short_caption": NOT_MC,
@@ -93,9 +104,14 @@ BENCHMARKS: dict[str, str] = {
         "vbvr"), NOT_MC),  # vbvr: the model generates a video
     "av_odyssey": MEDIA_OPTIONS, "xmod_bench": MEDIA_OPTIONS,
     "cinepile": LEAKS + " (the scene's subtitles)", "vrbench": LEAKS + " (a summary of the video)",
-    "omnispatial": IMAGES,
     "vinoground": "refused: its questions are in a second file that comes with its videos, not in its documents",
 }
+
+
+# Benchmark folders whose tasks give the model images, though their YAML says `video: True` or their doc_to_visual's
+# text says video (read in lmms-eval 0.7.3's utils.py: OmniSpatial opens `image_path` with PIL and names a video only
+# in an error message): no video tasks, not listed.
+IMAGE_BENCHMARKS = frozenset({"omnispatial"})
 
 
 @dataclass(frozen=True)
@@ -108,7 +124,8 @@ class UpstreamStatus:
         return f"{self.task}\t{self.benchmark}\t{self.status}"
 
 
-def status(task: str, benchmark: str) -> str:
+def status(task: str, benchmark: str, reasons_first: bool = False) -> str:
+    """The task's status; `reasons_first`: its YAML asks the model to reason before answering."""
     if task in TASKS:
         return TASKS[task]
     if BENCHMARKS.get(benchmark) == NOT_MC:  # its variants too (longvt_no_visual)
@@ -116,6 +133,10 @@ def status(task: str, benchmark: str) -> str:
     for pattern, reason in VARIANTS:
         if fnmatch.fnmatchcase(task, pattern):
             return reason
+    if BENCHMARKS.get(benchmark, "").startswith("refused: "):  # its own reason first (vrbench's prompt leaks too)
+        return BENCHMARKS[benchmark]
+    if reasons_first:
+        return COT
     if adapter_for(task) is not None:
         return ADAPTER
     return BENCHMARKS.get(benchmark, NOT_READ)
@@ -146,18 +167,84 @@ def _function_source(yaml_path: Path, reference: str) -> str:
     return match.group(0) if match else ""
 
 
+def _reference(config: dict, key: str) -> str:
+    """The `module.name` a `!function` value of `key` names (the YAML loaded in lmms-eval's simple mode), or ''."""
+    value = config.get(key)
+    return str(getattr(value, "value", "")) if value is not None and not isinstance(value, str) else ""
+
+
 def is_video_task(config: dict, yaml_path: Path) -> bool:
-    kwargs = config.get("dataset_kwargs")
-    if isinstance(kwargs, dict) and kwargs.get("video"):
-        return True
-    visual = config.get("doc_to_visual")
-    reference = str(getattr(visual, "value", "")) if visual is not None and not isinstance(visual, str) else ""
-    if not reference:
-        return False
+    """A video download (`dataset_kwargs.video`) or a `doc_to_visual` about videos; never one whose `doc_to_visual`
+    names images only: MixEval-X's image tasks set `video: true` to download their image files."""
+    reference = _reference(config, "doc_to_visual")
     name = reference.rpartition(".")[2].lower()
     if "image" in name and "video" not in name:
         return False
+    kwargs = config.get("dataset_kwargs")
+    if isinstance(kwargs, dict) and kwargs.get("video"):
+        return True
+    if not reference:
+        return False
     return "video" in name or bool(_VIDEO_SUFFIX.search(_function_source(yaml_path, reference)))
+
+
+def _module_constants(yaml_path: Path, reference: str) -> dict[str, str]:
+    """The module-level text constants (`NAME = \"\"\"...\"\"\"`) of the module `reference` names."""
+    module = reference.rpartition(".")[0]
+    path = yaml_path.parent / f"{module.replace('.', '/')}.py"
+    if not path.is_file():
+        return {}
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8", errors="replace"))
+    except (SyntaxError, ValueError, RecursionError):
+        return {}
+    constants = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
+            for target in node.targets:
+                if isinstance(target, ast.Name):
+                    constants[target.id] = node.value.value
+    return constants
+
+
+def _texts(value) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [t for v in value.values() for t in _texts(v)]
+    if isinstance(value, (list, tuple)):
+        return [t for v in value for t in _texts(v)]
+    return []
+
+
+def _prompt_kwargs(config: dict) -> dict:
+    """`lmms_eval_specific_kwargs` as a model with no entry of its own gets them (the mapping updated with its
+    `default`, as `config.UpstreamTask.specific_kwargs` reads them; other models' entries left out)."""
+    given = config.get("lmms_eval_specific_kwargs")
+    if not isinstance(given, dict):
+        return {}
+    entry = given.get("default", given.get("dataset"))
+    return dict(entry) if isinstance(entry, dict) else {k: v for k, v in given.items() if not isinstance(v, dict)}
+
+
+def asks_for_reasoning(config: dict, yaml_path: Path) -> bool:
+    """Whether the task asks the model to reason before it answers (a chain-of-thought variant), by the prompts it
+    gives: the text of its `doc_to_text`/`doc_to_messages` functions and the module's text constants they name, and
+    the `lmms_eval_specific_kwargs` prompts they read (a key they name; `pre_prompt`/`post_prompt` where the prompt
+    is no function). A prompt the task holds but does not use (SciVideoBench's `post_prompt_cot`) is not asked. Read
+    from the YAML and utils.py, never run."""
+    sources = [(_function_source(yaml_path, reference), reference)
+               for reference in (_reference(config, key) for key in PROMPT_FUNCTIONS) if reference]
+    texts = []
+    for source, reference in sources:
+        texts.append(source)
+        constants = _module_constants(yaml_path, reference)
+        texts += [text for name, text in constants.items() if re.search(rf"\b{re.escape(name)}\b", source)]
+    for key, value in _prompt_kwargs(config).items():
+        named = any(re.search(rf"[\"']{re.escape(str(key))}[\"']", source) for source, _ in sources)
+        if named or (not sources and key in ("pre_prompt", "post_prompt")):
+            texts += _texts(value)
+    return any(_REASONING_REQUEST.search(text) for text in texts)
 
 
 def classify(task: str, path: Path) -> UpstreamStatus | None:
@@ -176,7 +263,9 @@ def classify(task: str, path: Path) -> UpstreamStatus | None:
         benchmark = path.relative_to(tasks_root()).parts[0]
     except ValueError:
         benchmark = path.parent.name
-    return UpstreamStatus(task, benchmark, status(task, benchmark))
+    if benchmark in IMAGE_BENCHMARKS:
+        return None
+    return UpstreamStatus(task, benchmark, status(task, benchmark, asks_for_reasoning(config, path)))
 
 
 @functools.lru_cache(maxsize=1)

@@ -12,8 +12,14 @@ from lmms_eval_tasks.upstream.generic import GenericPath
 from lmms_eval_tasks.upstream.video import video_identity
 
 ID_FIELDS = ("question_id", "qid", "question_uid", "question_idx", "uid", "id", "q_id", "index", "idx", "key")
+# The fields that hold a question's type, first present first: a task's category is the question's type, not the
+# video's genre or domain (`type` and `domain` come last; LVBench's `type` is the video's genre, its `question_type`
+# the list of question types). docs/twins.md says which field each fixture's task takes.
 CATEGORY_FIELDS = ("task_type", "question_type", "question_category", "category", "sub_task", "subtask",
-                   "task_name", "dimension", "type", "domain")
+                   "task_name", "dimension", "dim", "type", "domain")
+# Values that say a row's format, not its question's type (Video-MMMU's and MMVU's `question_type`): no category.
+FORMAT_VALUES = frozenset({"multiple-choice", "multiple choice", "multiple_choice", "mcq", "open", "open-ended",
+                           "open ended", "open_ended", "yes/no", "yes_no"})
 SOURCE_FIELDS = ("duration", "duration_group", "video_duration_type", "source")
 NOT_MULTIPLE_CHOICE = "documents the adapter's row filter leaves out (not multiple-choice)"
 
@@ -40,11 +46,35 @@ def _first_text(doc: dict, names: Sequence[str]) -> str | None:
     return None
 
 
+def category_field(doc: dict) -> tuple[str, str] | None:
+    """(the field, the category) of the first of CATEGORY_FIELDS that holds a question type: a text, a number, or a
+    list of texts (several types of one question, joined with ', ' in the document's order). A format value
+    ('multiple-choice') is none."""
+    for name in CATEGORY_FIELDS:
+        value = doc.get(name)
+        if isinstance(value, list) and value and all(isinstance(v, str) and v.strip() for v in value):
+            value = ", ".join(v.strip() for v in value)
+        if not isinstance(value, (str, int)) or isinstance(value, bool) or not str(value).strip():
+            continue
+        if str(value).strip().lower() in FORMAT_VALUES:
+            continue
+        return name, str(value).strip()
+    return None
+
+
+def category(doc: dict, adapter=None) -> str | None:
+    """The question's category: the adapter's (where no field holds the type), else `category_field`'s."""
+    if adapter is not None and getattr(adapter, "category", None) is not None:
+        return adapter.category(doc)
+    found = category_field(doc)
+    return found[1] if found else None
+
+
 def _question(task: UpstreamTask, doc: dict, qid: str, adapter) -> Question:
     stem, options, gold = adapter.convert(task, doc)
     video = video_identity(task, doc) or qid
     return Question(question_id=qid, benchmark=task.name, video=video, question=stem, options=options,
-                    answer_index=gold, category=_first_text(doc, CATEGORY_FIELDS),
+                    answer_index=gold, category=category(doc, adapter),
                     source=_first_text(doc, SOURCE_FIELDS))
 
 

@@ -4,7 +4,8 @@
 2. Parse: the last run of lettered option lines (`A. x`, `A) x`, `(A) x`, `A: x`; letters in order from A), and
    the text above them as the stem, without the instruction lines a task wraps every question in ("Select the best
    answer...", "Options:", media placeholders).
-3. Cross-check: the parsed options must equal, text for text, the options a field of the document holds (a list,
+3. Cross-check: the parsed options (or those the task's `doc_to_choice` gives, for lmms-eval's own multiple-choice
+   tasks) must equal, text for text, the options a field of the document holds (a list,
    with or without letters; a letter -> text mapping; columns `a0..a4`, `option0..4`, `A..E`; a list written as
    text). A prompt that cut an option at a newline, or lettered something else, fails here: the record is
    unusable with its reason, never guessed.
@@ -16,7 +17,7 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from lmms_eval_tasks.records import LETTERS, RecordError, answer_text
@@ -124,12 +125,32 @@ def constant_lines(blocks: list[list[str]]) -> frozenset[str]:
 
 
 def without_letter(value: Any, position: int) -> str:
-    """An option as a document stores it, without the letter it may carry ('A. x' at position 0 -> 'x')."""
+    """An option as a document stores it, without the letter it may carry ('A. x' at position 0 -> 'x'). Alone it
+    cannot tell 'A. x' from an option that starts with its own letter ('A.C. Milan' at A): read a field's options
+    with `without_letters`, which looks at all of them."""
     text = str(value)
     match = _LETTER_PREFIX.match(text)
     if match and (match.group(1) or match.group(2)) == LETTERS[position]:
         return text[match.end():]
     return text
+
+
+def _carries_its_letter(value: Any, position: int) -> bool:
+    match = _LETTER_PREFIX.match(str(value))
+    return bool(match) and (match.group(1) or match.group(2)) == LETTERS[position]
+
+
+def without_letters(values: Sequence[Any]) -> list[str]:
+    """A field's options as texts, without the letters they carry where every one carries its own ('A. x', 'B. y');
+    else as they are. A field either letters its options or does not: 'A.C. Milan' at A beside 'Juventus' at B is
+    an option that starts with its own letter, and stays whole. Padding after the options ('', 'N/A') carries none."""
+    texts = [str(v) for v in values]
+    real = len(texts)
+    while real > 2 and normal_text(texts[real - 1]) in PADDING:
+        real -= 1
+    if real <= len(LETTERS) and all(_carries_its_letter(t, k) for k, t in enumerate(texts[:real])):
+        return [without_letter(t, k) for k, t in enumerate(texts[:real])] + texts[real:]
+    return texts
 
 
 def _lettered_lines(text: str) -> list | None:
@@ -207,18 +228,20 @@ def option_fields(doc: Mapping) -> dict[str, list]:
     return found
 
 
-def cross_check(options: list[str], doc: Mapping) -> str:
-    """The field whose options the parsed ones are; RecordError where none holds them."""
+def cross_check(options: list[str], doc: Mapping, source: str = "parsed from the prompt") -> str:
+    """The field whose options `options` are (those parsed from the prompt, or those the task's `doc_to_choice`
+    gives); RecordError where none holds them. A field's options are compared as they are and without the letters
+    they all carry (`without_letters`), whitespace aside."""
     parsed = [normal_text(o) for o in options]
     fields = option_fields(doc)
     for name, values in fields.items():
-        texts = [normal_text(without_letter(v, k)) for k, v in enumerate(values)]
-        while texts and texts[-1] in PADDING and len(texts) > len(parsed):
-            texts.pop()
-        if texts == parsed:
-            return name
-    raise RecordError("the options parsed from the prompt are not those of any field of the document",
-                      f"parsed {options!r}; fields {sorted(fields) or 'none with a list of options'}")
+        for texts in ([normal_text(v) for v in values], [normal_text(v) for v in without_letters(values)]):
+            while texts and texts[-1] in PADDING and len(texts) > len(parsed):
+                texts.pop()
+            if texts == parsed:
+                return name
+    raise RecordError(f"the options {source} are not those of any field of the document",
+                      f"options {options!r}; fields {sorted(fields) or 'none with a list of options'}"[:300])
 
 
 def target(task: UpstreamTask, doc: dict) -> Any:
@@ -289,6 +312,9 @@ class GenericPath:
     def convert(self, task: UpstreamTask, doc: dict) -> tuple[str, list[str], int]:
         if task.config.get("doc_to_choice") is not None:  # lmms-eval's own multiple_choice: it lists the options
             options = [str(c) for c in choices(task, doc)]
+            # checked like rendered ones: a doc_to_choice that cuts an option ('A. $3.50'.split('.')[1] is ' $3',
+            # worldqa's and egoschema's) gives options no field of the document holds
+            cross_check(options, doc, source="the upstream doc_to_choice gives")
             above = [line for line in render(task, doc).splitlines() if line.strip()]
             return stem(above, doc, options, self.constant), options, gold_index(target(task, doc), options)
         above, options = parse(render(task, doc))

@@ -67,6 +67,18 @@ CASES = [
      ("How does the person hold the knife?", ("with the left hand", "with the right hand"), 1), 2, 0, 0),
     ("spatialtreebench", "spatialtreebench", "spatialtree_choice_rows",
      ("Which object is larger?", ("the chair", "the table"), 1), 2, 0, 1),
+    # real records: the TempCompass repository's questions/caption_matching.json (video 1034419625), as the rows of
+    # the hub dataset lmms-lab/TempCompass (video_id, dim, question, answer) hold them
+    ("tempcompass_caption_matching", "tempcompass_caption_matching", "caption_matching",
+     ("Which description is a more suitable match for the video?",
+      ("The man is dribbling a basketball.", "A man is dunking a basketball."), 1), 3, 0, 0),
+    # LVBench's fields (its video_info.meta.jsonl: uid, type = the video's genre, question_type = a list of question
+    # types, time_reference; lmms-eval's lvbench/utils.py reads video_path, question, options, answer)
+    ("lvbench", "lvbench", "generic",
+     ("What year appears in the opening caption of the video?", ("1636", "1366", "1363", "1633"), 0), 2, 0, 0),
+    # Video-MMMU's fields as lmms-eval's videommmu/utils.py reads them (id '<split>_<Subject>_<n>')
+    ("video_mmmu_perception", "video_mmmu_perception", "mc_rows",
+     ("Which pigment does the lecturer mix first?", ("Ultramarine", "Ochre", "Vermilion", "Lead white"), 1), 2, 0, 0),
 ]
 
 
@@ -81,6 +93,74 @@ def test_fixture_reads_as_written(task, fixture, adapter, first, n_questions, n_
     q = twin.questions[0]
     assert (q.question, q.options, q.answer_index) == first
     assert len(twin.documents) == n_questions and all(isinstance(d, dict) for d in twin.documents)
+
+
+def test_tempcompass_caption_matching_reads_each_label_kind():
+    """Its options are labelled lines inside the question (`Option 1:`, `Sentence A:`, `Caption A:`), the answer one
+    of those lines: the old adapter looked for `A. x` lines and read none of the 1503 questions."""
+    twin = read_upstream("tempcompass_caption_matching", FIXTURES / "tempcompass_caption_matching.jsonl")
+    assert not twin.unusable
+    assert [(q.question, q.options, q.answer_index, q.category) for q in twin.questions] == [
+        ("Which description is a more suitable match for the video?",
+         ("The man is dribbling a basketball.", "A man is dunking a basketball."), 1, "action"),
+        ("Which sentence better captures the essence of the video?",
+         ("A man is dunking a basketball.", "A video showing a person passing a basketball."), 0, "action"),
+        ("Which caption matches the video better?",
+         ("The man is moving from right to left.", "The man is moving from left to right."), 0, "direction"),
+    ]
+
+
+def test_doc_to_choice_options_are_cross_checked_against_the_document():
+    """worldqa_mc_ppl's doc_to_choice keeps the text between the first two dots ('A. $3.50' -> '$3', 'A. Dr. Smith's
+    formula' -> 'Dr'): those records are unusable with the reason, the one it reads whole is read."""
+    twin = read_upstream("worldqa_mc_ppl", FIXTURES / "worldqa_mc_ppl.jsonl")
+    [read] = twin.questions
+    assert (read.question, read.options, read.answer_index) == (
+        "What colour is the cup the woman picks up?", ("Red", "Blue", "Green", "White"), 1)
+    assert [u.question_id for u in twin.unusable] == ["q_0002", "q_0003"]
+    assert {u.reason for u in twin.unusable} == {
+        "the options the upstream doc_to_choice gives are not those of any field of the document"}
+
+
+def test_an_option_that_starts_with_its_own_letter_is_read_whole():
+    """'A.C. Milan' at A and 'B.B. King' at B are options, not 'C. Milan' and 'B. King' with their letters."""
+    twin = read_upstream("nextqa_mc_test", FIXTURES / "nextqa_mc_own_letter.jsonl")
+    assert not twin.unusable
+    assert [(q.options, q.answer_index) for q in twin.questions] == [
+        (("A.C. Milan", "Juventus", "Inter", "Napoli", "Roma"), 0),
+        (("Elvis", "B.B. King", "Adele", "Madonna", "Queen"), 1)]
+
+
+# The field each fixture's task takes its category from (docs/twins.md, "Categories"); None: no field holds the
+# question's type. Written out from the fixtures.
+CATEGORY_FIELD = {
+    "videomme": "task_type", "nextqa_mc_test": "type", "lvbench": "question_type", "mmworld": None,
+    "tempcompass_caption_matching": "dim", "tempcompass_multi_choice": "dim", "mmvu_val": None,
+    "mvbench_action_antonym": None,
+}
+
+
+def test_categories_are_the_question_types():
+    """LVBench's category is its `question_type` list (its `type` is the video's genre); Video-MMMU's is the subject
+    its own scoring groups by (its `question_type` only says 'multiple-choice', the same for every kept row)."""
+    lvbench = read_upstream("lvbench", FIXTURES / "lvbench.jsonl")
+    assert [q.category for q in lvbench.questions] == ["key information retrieval", "event understanding, reasoning"]
+    mmmu = read_upstream("video_mmmu_perception", FIXTURES / "video_mmmu_perception.jsonl")
+    assert [q.category for q in mmmu.questions] == ["Art_Theory", "Chemistry"]
+    mmvu = read_upstream("mmvu_val", FIXTURES / "mmvu_val.jsonl")
+    assert [q.category for q in mmvu.questions] == [None, None]  # 'multiple-choice' is no question type
+
+
+@pytest.mark.parametrize(("task", "field"), list(CATEGORY_FIELD.items()))
+def test_each_fixture_task_takes_its_category_from_the_field_docs_name(task, field):
+    from lmms_eval_tasks.upstream.convert import category_field
+
+    twin = read_upstream(task, FIXTURES / f"{task}.jsonl")
+    for q, doc in zip(twin.questions, twin.documents, strict=True):
+        found = category_field(doc)
+        assert (found and found[0]) == (field or None) and q.category == (found and found[1])
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "twins.md").read_text(encoding="utf-8")
+    assert f"| `{task}` | {f'`{field}`' if field else 'none'} |" in docs
 
 
 def test_generic_path_cuts_no_option_silently():

@@ -13,9 +13,11 @@ from lmms_eval_tasks.upstream import list_upstream, resolve_video
 from lmms_eval_tasks.upstream.catalog import (
     ADAPTER,
     AUTOMATIC,
+    COT,
     IMAGES,
     NO_GOLD,
     NOT_MC,
+    asks_for_reasoning,
 )
 from lmms_eval_tasks.upstream.config import TwinRefused, load_task
 from lmms_eval_tasks.upstream.video import _one_path
@@ -61,9 +63,50 @@ def test_known_tasks_have_their_status(listing, task, folder, status):
     assert (listing[task].benchmark, listing[task].status) == (folder, status)
 
 
-def test_image_tasks_are_not_listed_or_refused_as_images(listing):
+def test_image_tasks_are_not_listed(listing):
+    """MixEval-X's image tasks set `video: true` (to download their image files) and give the model images; their
+    video tasks are listed. SITE's and VSI-Bench's image variants name images in their doc_to_visual; OmniSpatial
+    opens images (its utils.py names a video only in an error message)."""
     assert "mmmu_val" not in listing and "videomme" in listing
-    assert listing["site_bench_image"].status == IMAGES  # its doc_to_visual's module reads videos too
+    image_tasks = ["mix_evals_image2text_mc", "mix_evals_image2text_mc_hard", "mix_evals_image2text_freeform",
+                   "mix_evals_image2text_freeform_hard", "site_bench_image", "vsibench_multiimage",
+                   "vsibench_debiased_multiimage", "omnispatial_test"]
+    assert not [t for t in image_tasks if t in listing]
+    assert listing["mix_evals_video2text_mc"].status == AUTOMATIC
+    assert listing["site_bench_video_multiimage"].status == IMAGES  # video frames given as images
+
+
+# Every task the old name rule ('*_cot', '*_cot_*', '*_reasoning') refused, with what its YAML asks of the model
+# (read in lmms-eval 0.7.3): the two ordinary subtasks ask for the best option only.
+CHAIN_OF_THOUGHT = {
+    "mmr_v_cot": True,  # post_prompt "Write your thinking process first, then give the final correct option..."
+    "mmvu_val_cot": True,  # doc_to_text_cot's prompt "Answer the given multiple-choice question step by step..."
+    "perceptioncomp_reasoning": True,  # "Please perform a detailed reasoning based on the provided video frames..."
+    "video_holmes_reasoning": True,  # the same
+    "videomme_v2_reasoning": True,  # the same
+    "videomathqa_mbin_cot": True,  # post_prompt "First please perform reasoning, and think step by step..."
+    "videomathqa_mcq_cot": True,  # the same
+    "mvbench_episodic_reasoning": False,  # post_prompt "Only give the best option."
+    "mvp_mini_temporal_reasoning": False,  # its default prompts
+    "mmvu_val": False,  # "Do not generate any intermediate reasoning process"
+    "scivideobench": False,  # holds a post_prompt_cot its doc_to_text never reads
+}
+
+
+@pytest.mark.parametrize(("task", "reasons"), list(CHAIN_OF_THOUGHT.items()))
+def test_chain_of_thought_is_read_from_what_the_yaml_asks(listing, task, reasons):
+    from lmms_eval.utils import load_yaml_config
+
+    from lmms_eval_tasks.upstream.config import find_yaml
+
+    path = find_yaml(task)
+    assert asks_for_reasoning(load_yaml_config(str(path), mode="simple"), path) is reasons
+    assert (listing[task].status == COT) is reasons
+
+
+def test_ordinary_subtasks_named_reasoning_are_twinned(listing):
+    assert listing["mvbench_episodic_reasoning"].status == AUTOMATIC
+    assert listing["mvp_mini_temporal_reasoning"].status == AUTOMATIC
 
 
 def test_at_least_sixty_multiple_choice_benchmarks_are_twinned(listing):

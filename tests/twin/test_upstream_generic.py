@@ -8,7 +8,14 @@ import json
 import pytest
 
 from lmms_eval_tasks.records import RecordError
-from lmms_eval_tasks.upstream.generic import constant_lines, cross_check, gold_index, parse, stem
+from lmms_eval_tasks.upstream.generic import (
+    constant_lines,
+    cross_check,
+    gold_index,
+    parse,
+    stem,
+    without_letters,
+)
 
 VIDEOMME_PROMPT = ("Select the best answer to the following multiple-choice question based on the video and the "
                    "subtitles. Respond with only the letter (A, B, C, or D) of the correct option.\n"
@@ -66,6 +73,36 @@ def test_stem_without_a_field_drops_the_tasks_constant_lines():
 ])
 def test_cross_check_finds_the_options_in_each_form_a_document_holds_them(doc):
     assert cross_check(["Bread.", "Doughnut."], doc)
+
+
+@pytest.mark.parametrize("doc", [
+    {"candidates": ["A.C. Milan", "Juventus", "Inter"]},
+    {"a0": "A.C. Milan", "a1": "Juventus", "a2": "Inter"},
+    {"options": ["A. A.C. Milan", "B. Juventus", "C. Inter"]},
+    {"choices": {"A": "A.C. Milan", "B": "Juventus", "C": "Inter"}},
+])
+def test_cross_check_keeps_an_option_that_starts_with_its_own_letter(doc):
+    assert cross_check(["A.C. Milan", "Juventus", "Inter"], doc)
+
+
+@pytest.mark.parametrize(("values", "texts"), [
+    (["A.C. Milan", "Juventus"], ["A.C. Milan", "Juventus"]),
+    (["A. A.C. Milan", "B. Juventus"], ["A.C. Milan", "Juventus"]),
+    (["Elvis", "B.B. King"], ["Elvis", "B.B. King"]),
+    (["(A) red", "(B) green", "N/A"], ["red", "green", "N/A"]),
+])
+def test_without_letters_strips_letters_only_where_every_option_carries_its_own(values, texts):
+    assert without_letters(values) == texts
+
+
+def test_an_adapter_template_reads_an_option_that_starts_with_its_own_letter():
+    """The spec-language path (mmworld's `options: '{options}'`) strips letters the same way."""
+    from lmms_eval_tasks.upstream.adapters import adapter_for
+
+    doc = {"question": "Which club's badge is shown?", "options": ["A.C. Milan", "Juventus", "Inter"],
+           "correct_answer_label": "a"}
+    assert adapter_for("mmworld").convert(None, doc) == (
+        "Which club's badge is shown?", ["A.C. Milan", "Juventus", "Inter"], 0)
 
 
 def test_cross_check_refuses_options_a_newline_cut():
