@@ -23,6 +23,7 @@ from pathlib import Path
 
 from lmms_eval_tasks.loaders import get_benchmark
 from lmms_eval_tasks.task_yaml import FULL_SPLIT, read_task_yaml, task_yaml
+from lmms_eval_tasks.writing import write_file
 
 _SUFFIX = re.compile(r"^[a-z][a-z0-9_]*$")
 
@@ -46,19 +47,17 @@ def write_subset_tasks(out_dir: str | Path, benchmark: str, question_ids: Iterab
     if len(set(ids)) != len(ids):
         raise ValueError(f"the {suffix} subset of {benchmark} lists a question id twice")
     out = Path(out_dir)
-    ids_file = out / f"{benchmark}_{suffix}_ids.jsonl"
-    if ids_file.parent != out:  # a name that reads as a path
-        raise ValueError(f"benchmark {benchmark[:80]!r}: its tasks would not be written in {out}")
-    out.mkdir(parents=True, exist_ok=True)
-    # each line also names the source, which the task's documents are read through
-    ids_file.write_text("".join(json.dumps({"question_id": q, **source.reference()}) + "\n" for q in ids))
+    # each line also names the source, which the task's documents are read through; a benchmark name that reads as
+    # a path is refused by write_file
+    ids_file = write_file(out, f"{benchmark}_{suffix}_ids.jsonl",
+                          "".join(json.dumps({"question_id": q, **source.reference()}) + "\n" for q in ids))
     written = [ids_file]
     for mode in ("blind", "video"):
         comments = [f"{benchmark}_{mode} restricted to {len(ids)} question(s) listed in {ids_file.name}.",
                     *(description.splitlines() if description else [])]
         own = read_task_yaml(full_task_file(benchmark, mode).read_text())
-        path = out / f"{benchmark}_{mode}_{suffix}.yaml"
-        path.write_text(task_yaml(comments, f"{benchmark}_{mode}_{suffix}", ids_file.name, own,
-                                  tag=f"visdep_{mode}_{suffix}", split=suffix))
+        path = write_file(out, f"{benchmark}_{mode}_{suffix}.yaml",
+                          task_yaml(comments, f"{benchmark}_{mode}_{suffix}", ids_file.name, own,
+                                    tag=f"visdep_{mode}_{suffix}", split=suffix))
         written.append(path)
     return written

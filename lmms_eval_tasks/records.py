@@ -7,9 +7,7 @@ lmms-eval hands the task functions (`lmms_eval_tasks.tasks`).
 
 from __future__ import annotations
 
-import json
 import math
-import re
 import string
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -35,56 +33,6 @@ class RecordError(BenchmarkDataError):
 
 def fail(path: Path | str, message: str) -> BenchmarkDataError:
     return BenchmarkDataError(f"{path}: {message}")
-
-
-_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")  # JSON's escape of a UTF-16 surrogate, paired or not
-_SURROGATE_BYTES = re.compile(rb"\xed[\xa0-\xbf]")  # a surrogate encoded as UTF-8 (which UTF-8 forbids)
-
-
-def unicode_text(value, where: str, error: type[VisdepError] = BenchmarkDataError):
-    """`value` (JSON data) if every string in it is Unicode text; `error` naming `where` for a lone surrogate (JSON
-    allows the escape "\\ud800", Python's strings hold it; no text does, and Arrow, CSV and a page refuse it)."""
-    try:
-        json.dumps(value, ensure_ascii=False).encode("utf-8")
-    except UnicodeEncodeError as e:
-        raise error(f"{where}: a string holds a lone surrogate ({e.object[e.start:e.end]!r} in "
-                    f"{e.object[max(0, e.start - 30):e.start + 10]!r}), which is no Unicode text; the file was "
-                    f"damaged or written by a broken encoder") from None
-    return value
-
-
-def read_json_text(data: bytes | str, where: str, error: type[VisdepError] = BenchmarkDataError):
-    """JSON data from a file someone else wrote, checked once, here: `error` naming `where` for bytes that are not
-    UTF-8, nesting too deep to read, or a lone surrogate (`unicode_text`). JSONDecodeError is the caller's to word."""
-    try:
-        value = json.loads(data)
-    except UnicodeDecodeError as e:
-        raise error(f"{where}: {not_utf8(e)}") from None
-    except RecursionError:
-        raise error(f"{where}: nested too deeply to read") from None
-    if isinstance(data, bytes):  # json.loads decodes bytes with "surrogatepass": a surrogate encoded in UTF-8 too
-        suspect = _SURROGATE_BYTES.search(data) or _SURROGATE_ESCAPE.search(data.decode("utf-8", "replace"))
-    else:
-        suspect = _SURROGATE_ESCAPE.search(data)
-    return unicode_text(value, where, error) if suspect else value
-
-
-def read_json(path: Path):
-    try:
-        with open(path, "rb") as f:
-            return read_json_text(f.read(), str(path))
-    except json.JSONDecodeError as e:
-        raise fail(path, f"not valid JSON ({e})") from e
-    except IsADirectoryError as e:
-        raise fail(path, "a folder, not a file") from e
-    except PermissionError as e:
-        raise fail(path, f"cannot read it ({e.strerror})") from e
-
-
-def not_utf8(error: UnicodeDecodeError) -> str:
-    """What to say of a file that is not UTF-8 text (e.g. Latin-1 from a spreadsheet)."""
-    return (f"not UTF-8 text (byte 0x{error.object[error.start]:02x} at position {error.start}); save it as UTF-8 "
-            f"(Excel: CSV UTF-8)")
 
 
 INT64_MIN, INT64_MAX = -2**63, 2**63 - 1  # what every reader's integer arrays hold

@@ -8,11 +8,23 @@ under nesting), `line <n>` in JSONL, `row <n>` in CSV (the line number) and in p
 from __future__ import annotations
 
 import csv
-import json
+import io
+import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from lmms_eval_tasks.records import BenchmarkDataError, not_utf8, read_json
+from lmms_eval_tasks.errors import excerpt, flat
+from lmms_eval_tasks.reading import (
+    FileReadError,
+    check_nesting,
+    decode,
+    json_lines,
+    parse_json,
+    read_bytes,
+    regular_file,
+    unicode_text,
+)
+from lmms_eval_tasks.records import BenchmarkDataError
 
 FORMATS = ("json", "jsonl", "csv", "parquet", "hf_disk")
 SUFFIX_FORMATS = {".json": "json", ".jsonl": "jsonl", ".ndjson": "jsonl", ".csv": "csv", ".parquet": "parquet"}
@@ -50,12 +62,12 @@ def read_rows(path: Path, fmt: str | None = None, split: str | None = None, nest
     fmt = fmt or file_format(path)
     if fmt not in FORMATS:
         raise RowsError(path, f"format {fmt!r}: expected one of {', '.join(FORMATS)}", "format")
-    if fmt != "hf_disk" and not path.is_file():
-        raise RowsError(path, "not found")
     try:
+        if fmt != "hf_disk":
+            regular_file(path, "annotations")
         yield from _rows(path, fmt, split, nesting, keyed_records)
-    except UnicodeDecodeError as e:
-        raise RowsError(path, not_utf8(e)) from e
+    except FileReadError as e:
+        raise RowsError(path, str(e).removeprefix(f"{path}: ")) from None
     except PermissionError as e:
         raise RowsError(path, f"cannot read it ({e.strerror})") from e
 
@@ -67,37 +79,49 @@ def _rows(path: Path, fmt: str, split: str | None, nesting: Sequence[str],
     elif fmt == "jsonl":
         yield from _jsonl_rows(path)
     elif fmt == "csv":
-        with open(path, encoding="utf-8-sig", newline="") as f:
-            reader = csv.DictReader(f)
-            for row in reader:
-                yield dict(row), f"{path} row {reader.line_num}"
+        yield from _csv_rows(path)
     elif fmt == "parquet":
-        import pyarrow.parquet as pq
-
-        for i, row in enumerate(pq.read_table(path).to_pylist()):
-            yield row, f"{path} row {i}"
+        yield from _parquet_rows(path)
     else:
         yield from _saved_dataset_rows(path, split)
 
 
+def _csv_rows(path: Path) -> Iterator[tuple[dict, str]]:
+    # the whole file is one field at most: a 50 MB cell is a cell, not csv's "field larger than field limit"
+    text = decode(read_bytes(path, "annotations"), path)
+    csv.field_size_limit(max(csv.field_size_limit(), min(len(text) + 1, sys.maxsize)))
+    reader = csv.DictReader(io.StringIO(text, newline=""))
+    try:
+        for row in reader:
+            yield dict(row), f"{path} row {reader.line_num}"
+    except csv.Error as e:
+        raise RowsError(f"{path} row {reader.line_num}", f"not CSV ({e})") from None
+
+
+def _parquet_rows(path: Path) -> Iterator[tuple[dict, str]]:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        rows = pq.read_table(path).to_pylist()
+    except (pa.ArrowException, OSError) as e:  # a damaged or truncated file, or not parquet at all
+        raise RowsError(path, f"not a readable parquet file ({flat(e, 200)})") from None
+    for i, row in enumerate(rows):
+        where = f"{path} row {i}"
+        yield unicode_text(check_nesting(row, where), where), where
+
+
 def _jsonl_rows(path: Path) -> Iterator[tuple[dict, str]]:
-    with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            where = f"{path} line {lineno}"
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise RowsError(where, f"not JSON ({e})") from None
-            if not isinstance(row, dict):
-                raise RowsError(where, "expected a JSON object per line")
-            yield row, where
+    for lineno, row in json_lines(read_bytes(path, "annotations"), path):
+        where = f"{path} line {lineno}"
+        if not isinstance(row, dict):
+            raise RowsError(where, "expected a JSON object per line")
+        yield row, where
 
 
 def _json_rows(path: Path, split: str | None, nesting: tuple[str, ...],
                keyed_records: bool) -> Iterator[tuple[dict, str]]:
-    data = read_json(path)
+    data = parse_json(read_bytes(path, "annotations"), path)
     if isinstance(data, dict) and not nesting:
         if split is not None and isinstance(data.get(split), list):
             data = data[split]
@@ -114,7 +138,7 @@ def _json_rows(path: Path, split: str | None, nesting: tuple[str, ...],
                                 f"expected an object keyed by {nesting[level]!r}, found {type(value).__name__}",
                                 "nesting")
             for key, inner in value.items():
-                yield from walk(inner, level + 1, {**keys, nesting[level]: key}, [*trail, repr(key)])
+                yield from walk(inner, level + 1, {**keys, nesting[level]: key}, [*trail, excerpt(key, 40)])
             return
         items = value if isinstance(value, list) else [value]
         for i, item in enumerate(items):

@@ -46,9 +46,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
+import regex
 
-from lmms_eval_tasks.records import LETTERS, BenchmarkDataError, RecordError, not_utf8
+from lmms_eval_tasks.errors import excerpt
+from lmms_eval_tasks.reading import read_yaml, resolved
+from lmms_eval_tasks.records import LETTERS, BenchmarkDataError, RecordError
 from lmms_eval_tasks.rows import FORMATS
 
 ANSWER_KINDS = ("index", "index1", "letter", "text")
@@ -57,6 +59,7 @@ OPTIONAL_FIELDS = ("category", "source")
 SPEC_KEYS = ("name", "root_variable", "root_default", "annotations", "format", "split", "nesting", "extract",
              "fields", "answer_is", "n_options", "drop_options", "skip_unusable", "description")
 BUILT_IN_FIELDS = ("_file", "_index")
+MAX_FORMAT_WIDTH = 1000  # '{question:>2000000000}' would ask for a 2 GB string per record
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 _VARIABLE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -66,7 +69,7 @@ class SpecError(BenchmarkDataError):
 
 
 def spec_error(spec_path: Path, key: str, message: str) -> SpecError:
-    return SpecError(f"{spec_path}: key {key!r}: {message}")
+    return SpecError(f"{spec_path}: key {excerpt(key)}: {message}")
 
 
 def missing(value) -> bool:
@@ -99,12 +102,14 @@ class Template:
         record it cannot be rendered for raises RecordError."""
         for name in self.fields:
             if name not in record:
-                raise RecordError(f"key {self.key!r}: the template {self.text!r} names field {name!r}, which the "
-                                  f"record does not have", f"its fields: {', '.join(map(str, record))}")
+                raise RecordError(f"key {excerpt(self.key)}: the template {excerpt(self.text)} names field "
+                                  f"{excerpt(name)}, which the record does not have",
+                                  f"its fields: {excerpt(', '.join(map(str, record)), 200)}")
             if missing(record[name]):
                 if optional:
                     return None
-                raise RecordError(f"key {self.key!r}: field {name!r} is empty", f"template {self.text!r}")
+                raise RecordError(f"key {excerpt(self.key)}: field {excerpt(name)} is empty",
+                                  f"template {excerpt(self.text)}")
         single = self.single_field
         if single is not None:
             return record[single]
@@ -126,20 +131,23 @@ class Template:
             number = float(value)
             return format(int(number) if number == int(number) else number, spec)
         except (ValueError, TypeError, OverflowError):
-            raise RecordError(f"key {self.key!r}: a value cannot be formatted with ':{spec}'", repr(value)) from None
+            raise RecordError(f"key {excerpt(self.key)}: a value cannot be formatted with ':{spec}'",
+                              excerpt(value)) from None
 
 
 def parse_template(text, key: str, spec_path: Path) -> Template:
     if not isinstance(text, str):
-        raise spec_error(spec_path, key, f"expected a template string, got {text!r}")
+        raise spec_error(spec_path, key, f"expected a template string, got {excerpt(text)}")
     parts = []
     try:
         for literal, name, spec, conversion in string.Formatter().parse(text):
             if name is not None and (not name.strip() or conversion):
                 raise ValueError(f"'{{{name}}}' is not a field reference")
+            if any(int(number) > MAX_FORMAT_WIDTH for number in re.findall(r"\d+", spec or "")):
+                raise ValueError(f"a width or precision above {MAX_FORMAT_WIDTH} in {excerpt(':' + spec, 20)}")
             parts.append((literal, name, spec or ""))
     except ValueError as e:
-        raise spec_error(spec_path, key, f"template {text!r} is not valid ({e}); write {{field}} for a field, "
+        raise spec_error(spec_path, key, f"template {excerpt(text)} is not valid ({e}); write {{field}} for a field, "
                                          f"{{{{ and }}}} for literal braces") from None
     return Template(key, text, tuple(parts))
 
@@ -155,7 +163,7 @@ class BenchmarkSpec:
     format: str | None
     split: str | None
     nesting: tuple[str, ...]
-    extract: tuple[tuple[str, re.Pattern], ...]
+    extract: tuple[tuple[str, regex.Pattern], ...]
     fields: dict[str, Template]  # question_id, question, answer, video, category, source
     options: tuple[Template, ...] | Template  # separate columns, or one list-valued field
     lettered: bool  # options is one template whose text holds 'A. x, B. y, ...'
@@ -170,16 +178,9 @@ class BenchmarkSpec:
 
 
 def _load_yaml(spec_path: Path) -> dict:
-    if not spec_path.is_file():
+    if not spec_path.exists():
         raise SpecError(f"{spec_path}: spec file not found")
-    try:
-        raw = yaml.safe_load(spec_path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as e:
-        raise SpecError(f"{spec_path}: not valid YAML ({e})") from None
-    except UnicodeDecodeError as e:
-        raise SpecError(f"{spec_path}: {not_utf8(e)}") from None
-    except OSError as e:
-        raise SpecError(f"{spec_path}: cannot read the spec ({e.strerror})") from None
+    raw = read_yaml(spec_path, "spec", error=SpecError)
     if not isinstance(raw, dict):
         raise SpecError(f"{spec_path}: expected a mapping of spec keys ({', '.join(SPEC_KEYS)})")
     unknown = [k for k in raw if k not in SPEC_KEYS]
@@ -195,31 +196,33 @@ def _files(raw: dict, spec_path: Path) -> tuple[tuple[str, ...], str | None, tup
     """annotations, format, nesting."""
     annotations = [raw["annotations"]] if isinstance(raw["annotations"], str) else raw["annotations"]
     if not isinstance(annotations, list) or not all(isinstance(a, str) and a for a in annotations):
-        raise spec_error(spec_path, "annotations", f"expected a path or a list of paths, got {raw['annotations']!r}")
+        raise spec_error(spec_path, "annotations",
+                         f"expected a path or a list of paths, got {excerpt(raw['annotations'])}")
     fmt = raw.get("format")
     if fmt is not None and fmt not in FORMATS:
-        raise spec_error(spec_path, "format", f"{fmt!r}: expected one of {', '.join(FORMATS)}")
+        raise spec_error(spec_path, "format", f"{excerpt(fmt)}: expected one of {', '.join(FORMATS)}")
     nesting = raw.get("nesting") or []
     if not isinstance(nesting, list) or not all(isinstance(n, str) and n for n in nesting):
-        raise spec_error(spec_path, "nesting", f"expected a list of field names, got {nesting!r}")
+        raise spec_error(spec_path, "nesting", f"expected a list of field names, got {excerpt(nesting)}")
     if nesting and fmt not in (None, "json"):
-        raise spec_error(spec_path, "nesting", f"applies to JSON files only, not format {fmt!r}")
+        raise spec_error(spec_path, "nesting", f"applies to JSON files only, not format {excerpt(fmt)}")
     return tuple(annotations), fmt, tuple(nesting)
 
 
-def _extract(raw: dict, spec_path: Path) -> tuple[tuple[str, re.Pattern], ...]:
+def _extract(raw: dict, spec_path: Path) -> tuple[tuple[str, regex.Pattern], ...]:
     extract = raw.get("extract") or {}
     if not isinstance(extract, dict):
-        raise spec_error(spec_path, "extract", f"expected a mapping field: regular expression, got {extract!r}")
+        raise spec_error(spec_path, "extract", f"expected a mapping field: regular expression, got {excerpt(extract)}")
     patterns = []
     for source_field, pattern in extract.items():
         key = f"extract.{source_field}"
         try:
-            compiled = re.compile(str(pattern))
-        except re.error as e:
-            raise spec_error(spec_path, key, f"{pattern!r} is not a regular expression ({e})") from None
+            compiled = regex.compile(str(pattern))  # `regex`: matched with a timeout (spec_data._extract)
+        except regex.error as e:
+            raise spec_error(spec_path, key, f"{excerpt(pattern)} is not a regular expression ({e})") from None
         if not compiled.groupindex:
-            raise spec_error(spec_path, key, f"{pattern!r} has no named group ((?P<name>...)): it would add no field")
+            raise spec_error(spec_path, key, f"{excerpt(pattern)} has no named group ((?P<name>...)): it would add "
+                                             f"no field")
         patterns.append((str(source_field), compiled))
     return tuple(patterns)
 
@@ -228,7 +231,7 @@ def _fields(raw: dict, spec_path: Path) -> tuple[dict[str, Template], tuple[Temp
     """The field templates, the options' template(s), and whether the options are one lettered string."""
     fields_raw = raw["fields"]
     if not isinstance(fields_raw, dict):
-        raise spec_error(spec_path, "fields", f"expected a mapping, got {fields_raw!r}")
+        raise spec_error(spec_path, "fields", f"expected a mapping, got {excerpt(fields_raw)}")
     unknown = [k for k in fields_raw if k not in REQUIRED_FIELDS + OPTIONAL_FIELDS]
     if unknown:
         raise spec_error(spec_path, f"fields.{unknown[0]}",
@@ -242,7 +245,7 @@ def _fields(raw: dict, spec_path: Path) -> tuple[dict[str, Template], tuple[Temp
     if isinstance(options_raw, dict):
         if list(options_raw) != ["lettered"]:
             raise spec_error(spec_path, "fields.options", f"a mapping must be {{lettered: '{{field}}'}}, got "
-                                                          f"{options_raw!r}")
+                                                          f"{excerpt(options_raw)}")
         return templates, parse_template(options_raw["lettered"], "fields.options.lettered", spec_path), True
     if isinstance(options_raw, list):
         if len(options_raw) < 2:
@@ -251,7 +254,8 @@ def _fields(raw: dict, spec_path: Path) -> tuple[dict[str, Template], tuple[Temp
                                 for i, t in enumerate(options_raw)), False
     options = parse_template(options_raw, "fields.options", spec_path)
     if options.single_field is None:
-        raise spec_error(spec_path, "fields.options", f"{options_raw!r}: one template must be exactly '{{field}}' "
+        raise spec_error(spec_path, "fields.options", f"{excerpt(options_raw)}: one template must be exactly "
+                                                      f"'{{field}}' "
                                                       f"(a list-valued field); use a list of templates for separate "
                                                       f"columns")
     return templates, options, False
@@ -261,7 +265,8 @@ def _n_options(raw: dict, spec_path: Path, options, lettered: bool) -> int | Non
     n_options = raw.get("n_options")
     if n_options is not None and (not isinstance(n_options, int) or isinstance(n_options, bool) or n_options < 2
                                   or n_options > len(LETTERS)):
-        raise spec_error(spec_path, "n_options", f"{n_options!r}: expected a whole number from 2 to {len(LETTERS)}")
+        raise spec_error(spec_path, "n_options",
+                         f"{excerpt(n_options)}: expected a whole number from 2 to {len(LETTERS)}")
     if lettered and n_options is None:
         raise spec_error(spec_path, "n_options", "required with fields.options.lettered: the splitter looks for the "
                                                  "markers A. to the K-th letter")
@@ -273,26 +278,27 @@ def _n_options(raw: dict, spec_path: Path, options, lettered: bool) -> int | Non
 
 def read_spec(path: str | Path) -> BenchmarkSpec:
     """Parse and validate a spec file (not its annotations: `spec_data.read_spec_records` reads those)."""
-    spec_path = Path(path).expanduser().resolve()
+    spec_path = resolved(path, error=SpecError)
     raw = _load_yaml(spec_path)
     name = raw["name"]
     if not isinstance(name, str) or not _NAME.match(name):
-        raise spec_error(spec_path, "name", f"{name!r}: use lowercase letters, digits and underscores, starting "
+        raise spec_error(spec_path, "name", f"{excerpt(name)}: use lowercase letters, digits and underscores, starting "
                                             f"with a letter (the tasks are <name>_blind and <name>_video)")
     variable = raw.get("root_variable") or f"{name.upper()}_ROOT"
     if not isinstance(variable, str) or not _VARIABLE.match(variable):
-        raise spec_error(spec_path, "root_variable", f"{variable!r} is not an environment variable name")
+        raise spec_error(spec_path, "root_variable", f"{excerpt(variable)} is not an environment variable name")
     default = raw.get("root_default")
     annotations, fmt, nesting = _files(raw, spec_path)
     templates, options, lettered = _fields(raw, spec_path)
     if raw["answer_is"] not in ANSWER_KINDS:
-        raise spec_error(spec_path, "answer_is", f"{raw['answer_is']!r}: expected one of {', '.join(ANSWER_KINDS)}")
+        raise spec_error(spec_path, "answer_is",
+                         f"{excerpt(raw['answer_is'])}: expected one of {', '.join(ANSWER_KINDS)}")
     drop = raw.get("drop_options") or []
     if not isinstance(drop, list):
-        raise spec_error(spec_path, "drop_options", f"expected a list of option texts, got {drop!r}")
+        raise spec_error(spec_path, "drop_options", f"expected a list of option texts, got {excerpt(drop)}")
     skip = raw.get("skip_unusable", False)
     if not isinstance(skip, bool):
-        raise spec_error(spec_path, "skip_unusable", f"{skip!r}: expected true or false")
+        raise spec_error(spec_path, "skip_unusable", f"{excerpt(skip)}: expected true or false")
     return BenchmarkSpec(
         path=spec_path, name=name, root_variable=variable,
         root_default=None if default is None else (spec_path.parent / str(default)).resolve(),

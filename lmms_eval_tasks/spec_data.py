@@ -12,6 +12,7 @@ import glob
 import json
 from pathlib import Path
 
+from lmms_eval_tasks.errors import excerpt
 from lmms_eval_tasks.evaluation import current
 from lmms_eval_tasks.loaders import Benchmark, known_benchmarks, open_source
 from lmms_eval_tasks.records import LETTERS, Question, RecordError, answer_letter, answer_text, as_int
@@ -22,23 +23,43 @@ from lmms_eval_tasks.spec import BenchmarkSpec, missing, read_spec, spec_error
 from lmms_eval_tasks.traffic import STRAY_MARKER_KEPT, split_lettered_options, stray_marker
 from lmms_eval_tasks.unusable import BenchmarkData, Unusable
 
-
 # --------------------------------------------------------------------------- the annotation files
+MAX_ANNOTATION_FILES = 10_000  # what one glob pattern may match
+
+
+def _under(spec: BenchmarkSpec, root: Path, entry: str, path: str | Path) -> Path:
+    try:
+        return under_root(root, path, "an annotation file is not under the root")
+    except OutsideRootError as e:
+        raise spec_error(spec.path, "annotations", f"{excerpt(entry)}: {e.detail}; annotation files are named "
+                                                   f"relative to the root") from None
+
+
 def annotation_files(spec: BenchmarkSpec, root: Path) -> list[Path]:
-    """The files (or saved-dataset folders) `annotations` names under `root`, in the spec's order."""
+    """The files (or saved-dataset folders) `annotations` names under `root`, in the spec's order. Each entry, and
+    each path a pattern matches, lies under the root (`roots.under_root`); a pattern is matched inside the root only
+    and may match at most MAX_ANNOTATION_FILES paths."""
     files: list[Path] = []
     for entry in spec.annotations:
-        target = Path(entry).expanduser()
-        target = target if target.is_absolute() else root / target
-        if glob.has_magic(entry):
-            found = sorted(Path(p) for p in glob.glob(str(target), recursive=True))
-            if not found:
-                raise spec_error(spec.path, "annotations", f"{entry!r} matches no file under {root}")
-            files += found
-        elif not target.exists():
-            raise spec_error(spec.path, "annotations", f"{target}: not found")
-        else:
+        if not glob.has_magic(entry):
+            target = _under(spec, root, entry, Path(entry).expanduser())
+            if not target.exists():
+                raise spec_error(spec.path, "annotations", f"{target}: not found")
             files.append(target)
+            continue
+        if Path(entry).is_absolute() or ".." in Path(entry).parts:
+            raise spec_error(spec.path, "annotations", f"{excerpt(entry)}: a pattern is matched inside the root "
+                                                       f"{root}; write it relative to the root, without '..'")
+        found: list[Path] = []
+        for match in glob.iglob(entry, root_dir=root, recursive=True):
+            if len(found) == MAX_ANNOTATION_FILES:
+                raise spec_error(spec.path, "annotations", f"{excerpt(entry)} matches more than "
+                                                           f"{MAX_ANNOTATION_FILES:,} paths under {root}; name the "
+                                                           f"annotation files more narrowly")
+            found.append(_under(spec, root, entry, match))
+        if not found:
+            raise spec_error(spec.path, "annotations", f"{excerpt(entry)} matches no file under {root}")
+        files += sorted(found)
     return files
 
 
@@ -62,18 +83,27 @@ def _keyed(key: str, error: RecordError) -> RecordError:
     return RecordError(f"key {key!r}: {error.reason}", error.detail)
 
 
+EXTRACT_TIMEOUT_S = 1.0  # what one pattern may take on one record: real ones take microseconds
+
+
 def _extract(spec: BenchmarkSpec, record: dict) -> None:
     for source_field, pattern in spec.extract:
         key = f"extract.{source_field}"
         if source_field not in record or missing(record[source_field]):
             raise RecordError(f"key {key!r}: the record has no field {source_field!r}",
-                              f"its fields: {', '.join(map(str, record))}")
-        match = pattern.search(str(record[source_field]))
+                              f"its fields: {excerpt(', '.join(map(str, record)), 200)}")
+        try:
+            match = pattern.search(str(record[source_field]), timeout=EXTRACT_TIMEOUT_S)
+        except TimeoutError:
+            raise spec_error(spec.path, key, f"{excerpt(pattern.pattern)} takes more than {EXTRACT_TIMEOUT_S:g} s on "
+                                             f"one record ({excerpt(record[source_field], 40)}): a pattern that "
+                                             f"backtracks without end; rewrite it") from None
         if match is None:
-            raise RecordError(f"key {key!r}: {pattern.pattern!r} does not match", repr(record[source_field]))
+            raise RecordError(f"key {key!r}: {excerpt(pattern.pattern)} does not match", excerpt(record[source_field]))
         clash = [g for g in match.groupdict() if g in record]
         if clash:
-            raise RecordError(f"key {key!r}: a group would overwrite the record's field of that name", repr(clash[0]))
+            raise RecordError(f"key {key!r}: a group would overwrite the record's field of that name",
+                              excerpt(clash[0]))
         record.update(match.groupdict())
 
 

@@ -23,6 +23,7 @@ from pathlib import Path
 import yaml
 
 from lmms_eval_tasks.spec import BenchmarkSpec, spec_error
+from lmms_eval_tasks.writing import WriteError, starts_with, write_file
 
 TASKS_DIR = Path(__file__).resolve().parent
 TEMPLATE = TASKS_DIR / "_default_template_yaml"
@@ -119,14 +120,14 @@ def write_spec_tasks(spec: BenchmarkSpec, categories: list[str], overwrite: bool
     data_file = spec.path.parent / f"{spec.name}{SPEC_DATA_FILE_SUFFIX}"
     yamls = [spec_task_path(spec.path, spec.name, mode) for mode in ("blind", "video")]
     for path in yamls:
-        if path.exists() and not overwrite and not path.read_text(encoding="utf-8").startswith(SPEC_YAML_HEADER):
+        if (path.exists() or path.is_symlink()) and not overwrite and not starts_with(path, SPEC_YAML_HEADER):
             raise spec_error(spec.path, "name", f"{path} exists and was not written by visdep spec init; choose "
                                                 f"another name or pass --force")
     try:
-        data_file.write_text(json.dumps({"spec": str(spec.path)}) + "\n", encoding="utf-8")
+        write_file(data_file.parent, data_file.name, json.dumps({"spec": str(spec.path)}) + "\n")
         for mode, path in zip(("blind", "video"), yamls, strict=True):
-            path.write_text(spec_task_yaml(spec, mode, categories), encoding="utf-8")
-    except OSError as e:
-        raise spec_error(spec.path, "name", f"cannot write the tasks beside the spec: {e.filename}: {e.strerror} "
-                                            f"(copy the spec into a folder of your own)") from e
+            write_file(path.parent, path.name, spec_task_yaml(spec, mode, categories))
+    except WriteError as e:
+        raise spec_error(spec.path, "name", f"cannot write the tasks beside the spec: {e} (copy the spec into a "
+                                            f"folder of your own)") from None
     return [*yamls, data_file]

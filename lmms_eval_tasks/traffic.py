@@ -9,11 +9,12 @@ not in the official format is an error naming it. Only annotation files are read
 from __future__ import annotations
 
 import itertools
-import json
 import re
 from pathlib import Path
 
-from lmms_eval_tasks.records import LETTERS, Question, RecordError, as_int, fail, read_json
+from lmms_eval_tasks.errors import excerpt
+from lmms_eval_tasks.reading import FileReadError, decode, parse_json, read_bytes, read_json
+from lmms_eval_tasks.records import LETTERS, BenchmarkDataError, Question, RecordError, as_int, fail
 from lmms_eval_tasks.unusable import BenchmarkData, Unusable
 
 # --------------------------------------------------------------------------- MM-AU
@@ -65,7 +66,7 @@ def load_mmau(root: Path) -> BenchmarkData:
     numbers repeat across accident types, so DADA ids are `dada-<type>-<video>`."""
     data = BenchmarkData("mmau")
     cap_path = root / MMAU_CAP
-    rows = read_json(cap_path)
+    rows = read_json(cap_path, "annotations", error=BenchmarkDataError)
     if not isinstance(rows, list):
         raise fail(cap_path, "expected a JSON list of question records")
     for i, row in enumerate(rows):
@@ -167,7 +168,7 @@ def load_vru_accident(root: Path) -> BenchmarkData:
         path = root / vru_annotation_file(src)
         if not path.is_file():
             raise fail(path, f"missing (VRU-Accident annotations of {src})")
-        annotations = read_json(path)
+        annotations = read_json(path, "annotations", error=BenchmarkDataError)
         if not isinstance(annotations, dict):
             raise fail(path, "expected a JSON object keyed by video path")
         for video_key, questions in annotations.items():
@@ -226,22 +227,19 @@ def read_trafficqa_file(path: Path) -> BenchmarkData:
     Questions with fewer real options are padded with "" at random positions: those are dropped and the answer
     index remapped (K becomes 2 or 3)."""
     data = BenchmarkData("trafficqa")
-    with open(path, encoding="utf-8") as f:
-        lines = [(i + 1, line) for i, line in enumerate(f) if line.strip()]
+    text = decode(read_bytes(path, "annotations", error=BenchmarkDataError), path, error=BenchmarkDataError)
+    lines = [(i + 1, line) for i, line in enumerate(text.split("\n")) if line.strip()]
     if not lines:
         raise fail(path, "empty file")
-    try:
-        header = json.loads(lines[0][1])
-    except json.JSONDecodeError as e:
-        raise fail(path, f"line 1 (header) is not JSON ({e})") from e
+    header = parse_json(lines[0][1], f"{path} line {lines[0][0]} (the header)", error=BenchmarkDataError)
     if header != TRAFFICQA_HEADER:
-        raise fail(path, f"unexpected header {header}; expected {TRAFFICQA_HEADER}")
+        raise fail(path, f"unexpected header {excerpt(header)}; expected {TRAFFICQA_HEADER}")
     for lineno, line in lines[1:]:
         where = f"{path} line {lineno}"
         try:
-            row = json.loads(line)
-        except json.JSONDecodeError as e:
-            data.unusable.append(Unusable(where, "the line is not JSON", None, str(e)))
+            row = parse_json(line, where)
+        except FileReadError as e:
+            data.unusable.append(Unusable(where, "the line is not JSON", None, str(e).removeprefix(f"{where}: ")))
             continue
         qid = f"trafficqa-{row[0]}" if isinstance(row, list) and row else None
         data.read(where, qid, _trafficqa_question, row, data)
@@ -305,7 +303,7 @@ def load_accidentbench(root: Path) -> BenchmarkData:
     if not present:
         raise fail(root / ACCIDENTBENCH_DOMAIN, "no <length>/<level>/<style>.json annotation file found")
     for path in present:
-        rows = read_json(path)
+        rows = read_json(path, "annotations", error=BenchmarkDataError)
         if not isinstance(rows, list):
             raise fail(path, "expected a JSON list of question records")
         for i, row in enumerate(rows):

@@ -25,10 +25,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from lmms_eval_tasks.errors import excerpt
 from lmms_eval_tasks.loaders import open_source
+from lmms_eval_tasks.reading import json_lines, read_bytes, read_json, resolved
 from lmms_eval_tasks.records import BenchmarkDataError, Question, RecordError, fail
 from lmms_eval_tasks.task_yaml import source_task_yaml
 from lmms_eval_tasks.unusable import BenchmarkData, Unusable, by_reason
+from lmms_eval_tasks.writing import starts_with, write_file
 
 TWIN_FORMAT = 1  # the manifest's "visdep_twin": what this reader reads
 # An lmms-eval task name as a manifest may give it: it names files (`twin_files`, the grounded tasks' exports), so
@@ -126,19 +129,14 @@ class TwinSource:
 
 def _frozen_lines(path: Path):
     """(where, question, upstream document) of each line of a frozen twin file."""
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except OSError as e:
-        raise fail(path, f"cannot read the twin ({e.strerror})") from e
-    for n, line in enumerate(lines, 1):
+    for n, record in json_lines(read_bytes(path, "twin", error=BenchmarkDataError), path, error=BenchmarkDataError):
         where = f"{path} line {n}"
         try:
-            record = json.loads(line)
             upstream = record.pop(UPSTREAM_DOC)
             question = Question(**{**record, "category": record.get("category") or None})
-        except (json.JSONDecodeError, KeyError, TypeError, RecordError) as e:
-            raise fail(where, f"not a line visdep twin wrote ({type(e).__name__}: {e}); write the twin again") \
-                from None
+        except (KeyError, TypeError, AttributeError, RecordError) as e:
+            raise fail(where, f"not a line visdep twin wrote ({type(e).__name__}: {excerpt(str(e), 200)}); write "
+                              f"the twin again") from None
         yield where, question, upstream
 
 
@@ -150,19 +148,16 @@ def _upstream_docs(path: Path) -> dict[str, tuple[str, dict]]:
 
 def open_twin(path: str | Path) -> TwinSource:
     """The twin whose frozen questions are `path` (`<task>_twin.jsonl`; its manifest beside it)."""
-    path = Path(path).expanduser().resolve()
+    path = resolved(path, error=BenchmarkDataError)
     manifest_path = path.with_suffix(".json")
-    try:
-        manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
+    if not manifest_path.exists():
         raise fail(manifest_path, "not found: the twin's manifest is written beside its questions; write the twin "
-                                  "again (visdep twin TASK --out DIR)") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise fail(manifest_path, f"not valid JSON ({e})") from None
+                                  "again (visdep twin TASK --out DIR)")
+    manifest = read_json(manifest_path, "manifest", error=BenchmarkDataError)
     if not isinstance(manifest, dict) or manifest.get("visdep_twin") != TWIN_FORMAT or "task" not in manifest:
         raise fail(manifest_path, f"not a manifest visdep twin wrote (format {TWIN_FORMAT})")
     if not isinstance(manifest["task"], str) or not TASK_NAME.fullmatch(manifest["task"]):
-        raise fail(manifest_path, f"task {str(manifest['task'])[:80]!r} is not an lmms-eval task name (letters, "
+        raise fail(manifest_path, f"task {excerpt(manifest['task'])} is not an lmms-eval task name (letters, "
                                   f"digits, '_', '-', '.'; it names the files written for the twin)")
     return TwinSource(path, manifest, tuple(manifest.get("categories", ())))
 
@@ -181,7 +176,7 @@ def open_twins(folders: Sequence[str | Path]) -> list[str]:
 
 # --------------------------------------------------------------------------- writing
 def _check_ours(path: Path, overwrite: bool) -> None:
-    if path.exists() and not overwrite and not path.read_text(encoding="utf-8").startswith(TWIN_YAML_HEADER):
+    if (path.exists() or path.is_symlink()) and not overwrite and not starts_with(path, TWIN_YAML_HEADER):
         raise fail(path, "exists and was not written by visdep twin; choose another --out or pass --force")
 
 
@@ -208,15 +203,13 @@ def freeze_twin(twin, out_dir: str | Path, overwrite: bool = False) -> dict[str,
         "categories": categories, "notes": {what: len(ids) for what, ids in twin.notes.items()},
         "unusable": [{**u.entry(), "detail": u.detail} for u in twin.unusable],
     }
-    files["questions"].parent.mkdir(parents=True, exist_ok=True)
-    files["questions"].write_text("".join(json.dumps(d, ensure_ascii=False) + "\n" for d in documents),
-                                  encoding="utf-8")
-    files["manifest"].write_text(json.dumps(manifest, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-    files["data"].write_text(json.dumps({"twin": str(files["questions"])}) + "\n", encoding="utf-8")
+    folder = files["questions"].parent
+    write_file(folder, files["questions"].name, "".join(json.dumps(d, ensure_ascii=False) + "\n" for d in documents))
+    write_file(folder, files["manifest"].name, json.dumps(manifest, indent=1, ensure_ascii=False) + "\n")
+    write_file(folder, files["data"].name, json.dumps({"twin": str(files["questions"])}) + "\n")
     _upstream_docs.cache_clear()
     comment = (f"{TWIN_YAML_HEADER.removeprefix('# ')} {task} (lmms-eval {twin.lmms_eval_version}, adapter "
                f"{twin.adapter}): rerun `visdep twin {task} --out DIR` after moving this folder.")
     for mode in ("blind", "video"):
-        files[mode].write_text(source_task_yaml(comment, name, mode, files["data"].name, categories),
-                               encoding="utf-8")
+        write_file(folder, files[mode].name, source_task_yaml(comment, name, mode, files["data"].name, categories))
     return files

@@ -19,6 +19,7 @@ from pathlib import Path
 from loguru import logger
 
 from lmms_eval_tasks.records import BenchmarkDataError, Question, RecordError
+from lmms_eval_tasks.writing import write_file
 
 SKIP_ENV = "VISDEP_SKIP_UNUSABLE"
 # Scripts that skip missing videos set this name: it is the same switch.
@@ -66,10 +67,8 @@ def describe(unusable: list[Unusable], what: str, shown: int = SHOWN) -> str:
 
 def write_unusable(path: Path, unusable: list[Unusable]) -> Path:
     """Every entry, one JSON object per line (question_id, where, reason, detail)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join(json.dumps({**u.entry(), "detail": u.detail}) + "\n" for u in unusable),
-                    encoding="utf-8")
-    return path
+    return write_file(path.parent, path.name,
+                      "".join(json.dumps({**u.entry(), "detail": u.detail}) + "\n" for u in unusable))
 
 
 class UnusableRecordsError(BenchmarkDataError):

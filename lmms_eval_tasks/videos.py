@@ -16,6 +16,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from lmms_eval_tasks.loaders import get_benchmark, resolve_video
+from lmms_eval_tasks.reading import regular_file
 from lmms_eval_tasks.records import Question, RecordError
 from lmms_eval_tasks.roots import OUTSIDE_ROOT, OutsideRootError, under_root
 from lmms_eval_tasks.unusable import Unusable
@@ -59,6 +60,7 @@ def probe_video(path: Path) -> None:
         return
     if not path.exists():
         raise VideoReadError(f"not found: {path}")
+    regular_file(path, "video", error=VideoReadError)  # a FIFO would keep the decoder waiting for ever
     import av
 
     try:

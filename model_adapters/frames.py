@@ -30,6 +30,7 @@ from pathlib import Path
 import numpy as np
 from transformers.video_utils import VideoMetadata
 
+from lmms_eval_tasks.reading import FileReadError, open_file, regular_file
 from lmms_eval_tasks.videos import VideoReadError, frame_files
 from model_adapters.settings import DEFAULT_FRAME_FOLDER_FPS as FRAME_FOLDER_FPS
 
@@ -62,8 +63,10 @@ def read_frame_folder(folder: Path, max_frames: int, fps: float = FRAME_FOLDER_F
     frames = []
     for i in indices:
         try:
-            with Image.open(files[i]) as image:
+            with open_file(files[i], "frame") as f, Image.open(f) as image:
                 frames.append(np.asarray(image.convert("RGB")))
+        except FileReadError as e:
+            raise VideoReadError(f"cannot read frame {e}") from None
         except OSError as e:
             raise VideoReadError(f"cannot read frame {files[i]}: {e}") from e
     if len({f.shape for f in frames}) > 1:
@@ -144,6 +147,7 @@ def read_video_file(path: Path, max_frames: int, decoder_threads: int = 0) -> tu
 
     if decoder_threads < 0:
         raise ValueError(f"decoder_threads must be >= 0, got {decoder_threads}")
+    regular_file(path, "video", error=VideoReadError)  # a FIFO would keep the decoder waiting for ever
     try:
         with av.open(str(path)) as container:
             if not container.streams.video:

@@ -8,6 +8,11 @@ Where the documents come from, first match:
 - the hub dataset as the datasets cache of an earlier lmms-eval run holds it (offline: never a download).
 Only `data_files`/`data_dir` of `dataset_kwargs` are passed on (`config.DATA_KWARGS`): `video: True` would download
 the whole repository. The split is the task's `test_split` (else `validation_split`).
+
+A local copy is someone else's file: its data files must be regular files within the twin limit, and its JSON files
+are parsed here first (`reading.parse_json`: nesting and Unicode bounded) before `datasets` reads them, because
+pyarrow's JSON reader recurses without a bound (a file nested 100,000 levels deep crashes the process with SIGSEGV).
+Whatever `datasets` or the task's `process_docs` cannot read is one UpstreamDataError naming the copy.
 """
 
 from __future__ import annotations
@@ -19,11 +24,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lmms_eval_tasks.errors import VisdepError
+from lmms_eval_tasks.errors import VisdepError, excerpt
+from lmms_eval_tasks.reading import check_nesting, parse_json, read_bytes, regular_file, unicode_text
 from lmms_eval_tasks.rows import SAVED_DATASET_MARKERS, SUFFIX_FORMATS
 from lmms_eval_tasks.upstream.config import DATA_KWARGS, TwinRefused, UpstreamTask, offline
 
 LOCAL_BUILDERS = ("json", "csv", "parquet", "arrow", "text", "pandas")
+DATA_SUFFIXES = frozenset({*SUFFIX_FORMATS, ".arrow", ".txt", ".tsv"})  # what datasets reads in a copied repository
+JSON_SUFFIXES = frozenset({s for s, f in SUFFIX_FORMATS.items() if f in ("json", "jsonl")})
+MAX_COPY_ENTRIES = 100_000  # what a local copy's folder may hold (its videos included)
 
 
 class UpstreamDataError(VisdepError):
@@ -52,7 +61,46 @@ def _split(task: UpstreamTask) -> str:
     return str(split)
 
 
+def _check_copy(path: Path) -> None:
+    """The data files of a local copy (the file, or those of the folder) are regular files within the twin limit,
+    and its JSON ones parse within the nesting bound; UpstreamDataError naming the file otherwise."""
+    if path.is_dir():
+        files = []
+        for i, entry in enumerate(path.rglob("*")):
+            if i == MAX_COPY_ENTRIES:
+                raise UpstreamDataError(f"{path}: holds more than {MAX_COPY_ENTRIES:,} files and folders; give the "
+                                        f"folder of the dataset's files, not one above it")
+            if entry.suffix.lower() in DATA_SUFFIXES or entry.name in SAVED_DATASET_MARKERS:
+                files.append(entry)
+        if not files:
+            raise UpstreamDataError(f"{path}: a folder without data files (parquet, json, jsonl, csv, arrow, or a "
+                                    f"save_to_disk folder)")
+    else:
+        files = [path]
+    for file in files:
+        regular_file(file, "twin", error=UpstreamDataError)
+        if file.suffix.lower() in JSON_SUFFIXES:
+            data = read_bytes(file, "twin", error=UpstreamDataError)
+            if not data.strip():
+                raise UpstreamDataError(f"{file}: empty")
+            lines = data.split(b"\n") if SUFFIX_FORMATS[file.suffix.lower()] == "jsonl" else [data]
+            for number, line in enumerate(lines, 1):
+                if line.strip():
+                    parse_json(line, f"{file} line {number}" if len(lines) > 1 else file, error=UpstreamDataError)
+
+
 def _load_local(path: Path, split: str, name: str | None):
+    _check_copy(path)
+    try:
+        return _read_local(path, split, name)
+    except UpstreamDataError:
+        raise
+    except Exception as e:  # noqa: BLE001 - datasets and pyarrow raise many kinds for a file they cannot read
+        raise UpstreamDataError(f"{path}: datasets cannot read it as the task's documents ({type(e).__name__}: "
+                                f"{excerpt(str(e), 200)})") from None
+
+
+def _read_local(path: Path, split: str, name: str | None):
     import datasets
 
     if path.is_dir() and any((path / marker).exists() for marker in SAVED_DATASET_MARKERS):
@@ -138,5 +186,16 @@ def read_documents(task: UpstreamTask, data: str | Path | None = None) -> Docume
         except (Exception, SystemExit) as e:  # noqa: BLE001 - upstream code
             raise UpstreamDataError(f"{task.name}: its process_docs fails on {origin} "
                                     f"({type(e).__name__}: {str(e)[:200]})") from None
-    docs = dataset.to_list() if hasattr(dataset, "to_list") else [dict(d) for d in dataset]
+    if hasattr(dataset, "to_list"):
+        docs = dataset.to_list()
+    elif isinstance(dataset, (list, tuple)):
+        docs = list(dataset)
+    else:
+        raise UpstreamDataError(f"{task.name}: its process_docs returns {type(dataset).__name__}, not documents "
+                                f"(a dataset or a list of dicts), on {origin}")
+    for i, doc in enumerate(docs):
+        if not isinstance(doc, dict):
+            raise UpstreamDataError(f"{task.name}: document {i} of {origin} is {type(doc).__name__}, not a dict")
+        where = f"{task.name}: document {i} of {origin}"
+        unicode_text(check_nesting(doc, where, error=UpstreamDataError), where, UpstreamDataError)
     return Documents([json_value(d) for d in docs], origin, split)

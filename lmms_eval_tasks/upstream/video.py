@@ -5,7 +5,9 @@ The twin records each question's `video` as an identity (clusters, the grounded 
 to be there), relative to the task's video folder (`$HF_HOME/<dataset_kwargs.cache_dir>`, as lmms-eval unpacks
 it). A video run resolves the real path lazily, per question, through the same `doc_to_visual` (`resolve_video`):
 31 of lmms-eval 0.7.3's task folders call `sys.exit` on a missing video, others raise or return frames, text or
-nothing; each of those is a RecordError with its reason, never a dead evaluation.
+nothing; each of those is a RecordError with its reason, never a dead evaluation. The path it gives must lie under
+the folder lmms-eval unpacks every task's videos into, $HF_HOME (`roots.under_root`): a document's absolute or '../'
+video name, or a link out of that folder, is a RecordError, never a file opened for decoding.
 """
 
 from __future__ import annotations
@@ -16,7 +18,9 @@ from pathlib import Path
 from typing import Any
 from unittest import mock
 
+from lmms_eval_tasks.errors import excerpt
 from lmms_eval_tasks.records import RecordError
+from lmms_eval_tasks.roots import under_root
 from lmms_eval_tasks.upstream.config import UpstreamTask, load_task, offline
 
 VIDEO_FIELDS = ("video", "video_path", "video_name", "videoID", "video_id", "video_file", "vid", "video_uid")
@@ -46,9 +50,14 @@ def _one_path(returned: Any) -> str:
     return os.fspath(items[0])
 
 
+def videos_root() -> Path:
+    """$HF_HOME (default ~/.cache/huggingface), absolute: where lmms-eval's tasks find their videos."""
+    return Path(os.environ.get("HF_HOME", "~/.cache/huggingface")).expanduser().absolute()
+
+
 def video_folder(task: UpstreamTask) -> Path:
     """The folder lmms-eval unpacks the task's videos into: $HF_HOME/<cache_dir> (or $HF_HOME)."""
-    home = Path(os.environ.get("HF_HOME", "~/.cache/huggingface")).expanduser()
+    home = videos_root()
     cache_dir = (task.config.get("dataset_kwargs") or {}).get("cache_dir")
     return home / str(cache_dir) if cache_dir else home
 
@@ -91,6 +100,8 @@ def resolve_video(task: str, upstream_doc: dict) -> str:
     except Exception as e:  # noqa: BLE001 - upstream code
         raise RecordError("the upstream doc_to_visual fails", f"{type(e).__name__}: {e}"[:300]) from None
     path = _one_path(returned)
+    under_root(videos_root(), os.path.expanduser(path), "the video the upstream doc_to_visual names is not under "
+                                                        "$HF_HOME")
     if not os.path.exists(path):
-        raise RecordError("the video the upstream doc_to_visual names is not there", path)
+        raise RecordError("the video the upstream doc_to_visual names is not there", excerpt(path, 300))
     return path

@@ -9,7 +9,7 @@ from visdep_metrics.cli.main import main
 @pytest.mark.parametrize("argv, command, message", [
     (["audit", "{tmp}/no_such_folder", "--out", "{tmp}/audit"], "audit", "no_such_folder: not a folder"),
     (["audit", "{tmp}/runs", "--out", "{tmp}/audit", "--panel", "{tmp}/no_panel.yaml"], "audit",
-     "cannot read the panel file"),
+     "no_panel.yaml: not found"),
     (["tst", "--benchmark", "nope", "--out", "{tmp}/tst"], "tst", "unknown benchmark 'nope'"),
     (["tst", "--out", "{tmp}/tst"], "tst", "name the benchmark: --benchmark NAME"),
     (["ibp", "--benchmark", "mmau", "--root", "{tmp}/no_download", "--out", "{tmp}/ibp", "--budget", "3",

@@ -452,7 +452,7 @@ def test_a_latin1_annotation_file_names_the_file(tmp_path, capsys):
     before = tree(tmp_path)
     assert main(["check-data", "--spec", str(spec)]) == 1
     out = capsys.readouterr().out
-    assert f"{tmp_path / 'questions.csv'}: not UTF-8 text (byte 0xe9 at position 30)" in out
+    assert f"{tmp_path / 'questions.csv'}: not UTF-8 text (byte 0xe9 on line 2, at byte 30)" in out
     assert main(["spec", "report", str(spec), "--out", str(tmp_path / "look")]) == 2
     refused(capsys, "visdep spec report: error: ", "questions.csv: not UTF-8 text")
     assert tree(tmp_path) == before

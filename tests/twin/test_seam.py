@@ -215,7 +215,7 @@ def test_a_manifest_whose_task_reads_as_a_path_is_refused_before_anything_is_wri
         open_twin(tmp_path / "t_twin.jsonl")
     if isinstance(task, str) and "/" in task:  # opened by hand, past the manifest's check
         source = open_source(TwinSource(tmp_path / "t_twin.jsonl", manifest))
-        with pytest.raises(ValueError, match="would not be written in"):
+        with pytest.raises(ValueError, match="is not a file name .it would be written outside its folder"):
             write_subset_tasks(tmp_path / "out", source.name, ["q"], "grounded")
         # nothing where the name leads (a folder above, /abs), nor in OUT
         assert not (tmp_path / "out").exists() and not (tmp_path / "out" / f"{source.name}_grounded_ids.jsonl").exists()

@@ -9,7 +9,7 @@ benchmark and of its grounded subset.
 
 from __future__ import annotations
 
-import json
+import io
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,8 +17,9 @@ import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike
 
-from lmms_eval_tasks.errors import VisdepError
+from lmms_eval_tasks.errors import VisdepError, excerpt
 from lmms_eval_tasks.loaders import known_benchmarks
+from lmms_eval_tasks.reading import decode, read_bytes, read_json
 
 S_X_COLUMNS = ("question_id", "category", "n_options", "s", "s_minus_chance", "fold", "correct")
 
@@ -40,23 +41,17 @@ def read_stress_test(folder: str | Path) -> StressTest:
     folder = Path(folder)
     s_x, summary_path = folder / "s_x.csv", folder / "summary.json"
     for path in (s_x, summary_path):
-        if not path.is_file():
+        if not path.exists():
             raise StressTestError(f"{folder}: no {path.name}; expected a `visdep tst` output folder")
-    try:
-        summary = json.loads(summary_path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise StressTestError(f"{summary_path}: not valid JSON ({e})") from e
-    except OSError as e:
-        raise StressTestError(f"{summary_path}: cannot read it ({e.strerror})") from e
+    summary = read_json(summary_path, "tst", error=StressTestError)
     known = known_benchmarks()
     if not isinstance(summary, dict) or summary.get("benchmark") not in known:
         raise StressTestError(f"{summary_path}: 'benchmark' must be one of {', '.join(known)}")
+    text = decode(read_bytes(s_x, "tst", error=StressTestError), s_x, error=StressTestError)
     try:
-        scores = pd.read_csv(s_x, dtype={"question_id": str})
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as e:
-        raise StressTestError(f"{s_x}: not a readable CSV ({e})") from e
-    except OSError as e:
-        raise StressTestError(f"{s_x}: cannot read it ({e.strerror})") from e
+        scores = pd.read_csv(io.StringIO(text), dtype={"question_id": str})
+    except (pd.errors.ParserError, pd.errors.EmptyDataError) as e:
+        raise StressTestError(f"{s_x}: not a readable CSV ({excerpt(str(e), 200)})") from e
     missing = [c for c in S_X_COLUMNS if c not in scores.columns]
     if missing:
         raise StressTestError(f"{s_x}: missing column(s) {missing}")
@@ -66,7 +61,7 @@ def read_stress_test(folder: str | Path) -> StressTest:
         values = pd.to_numeric(scores[column], errors="coerce")
         if not np.isfinite(values).all():
             bad = scores.loc[~np.isfinite(values), "question_id"].head(3).tolist()
-            raise StressTestError(f"{s_x}: column {column!r} is not a finite number for question(s) {bad}")
+            raise StressTestError(f"{s_x}: column {column!r} is not a finite number for question(s) {excerpt(bad)}")
         scores[column] = values
     if not scores["correct"].isin([0, 1]).all():
         raise StressTestError(f"{s_x}: column 'correct' must be 0 or 1")

@@ -20,9 +20,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-import yaml
-
-from lmms_eval_tasks.errors import VisdepError
+from lmms_eval_tasks.errors import VisdepError, excerpt
+from lmms_eval_tasks.reading import read_yaml
 
 DEFAULT_TAU = 0.1
 DEFAULT_MAX_HITS = 1
@@ -68,7 +67,7 @@ def _names(data: dict, key: str, path: Path) -> tuple[str, ...] | None:
     if value is None:
         return None
     if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
-        raise PanelError(f"{path}: {key} must be a list of model names (as in pretrained=), got {value!r}")
+        raise PanelError(f"{path}: {key} must be a list of model names (as in pretrained=), got {excerpt(value)}")
     names = tuple(v.strip() for v in value)
     if len(set(names)) != len(names):
         raise PanelError(f"{path}: {key} names a model twice")
@@ -78,17 +77,12 @@ def _names(data: dict, key: str, path: Path) -> tuple[str, ...] | None:
 def load_panel(path: str | Path) -> Panel:
     """Read and check a panel file."""
     path = Path(path)
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except OSError as e:
-        raise PanelError(f"{path}: cannot read the panel file ({e.strerror})") from e
-    except yaml.YAMLError as e:
-        raise PanelError(f"{path}: not valid YAML ({e})") from e
+    data = read_yaml(path, "panel", error=PanelError)
     if not isinstance(data, dict):
         raise PanelError(f"{path}: a panel file is a mapping with {', '.join(_LISTS)}")
     unknown = sorted(set(data) - _KEYS)
     if unknown:
-        raise PanelError(f"{path}: unknown key(s) {unknown}; allowed: {sorted(_KEYS)}")
+        raise PanelError(f"{path}: unknown key(s) {excerpt(unknown)}; allowed: {sorted(_KEYS)}")
     lists = {key: _names(data, key, path) for key in _LISTS}
     if not lists["text_llms"] and not lists["vlms"]:
         raise PanelError(f"{path}: names neither text_llms nor vlms")
@@ -96,8 +90,8 @@ def load_panel(path: str | Path) -> Panel:
     in_panels = (held_out & (set(lists["text_llms"] or ()) | set(lists["vlms"] or ())
                              | set(lists["inspector_llms"] or ())))
     if in_panels:
-        raise PanelError(f"{path}: held_out model(s) {sorted(in_panels)} also sit in a panel; a held-out model must "
-                         f"take part in no filtering decision")
+        raise PanelError(f"{path}: held_out model(s) {excerpt(sorted(in_panels))} also sit in a panel; a held-out "
+                         f"model must take part in no filtering decision")
     tau = data.get("tau", DEFAULT_TAU)
     if isinstance(tau, bool) or not isinstance(tau, (int, float)) or not 0 <= tau < 1:
         raise PanelError(f"{path}: tau must lie in [0, 1) (S(q) <= tau keeps a question), got {tau!r}")

@@ -25,8 +25,9 @@ from pathlib import Path
 
 from loguru import logger
 
+from lmms_eval_tasks.errors import excerpt
 from lmms_eval_tasks.loaders import known_benchmarks
-from lmms_eval_tasks.records import read_json_text
+from lmms_eval_tasks.reading import read_bytes, read_json_text
 from model_adapters.settings import score_settings
 from visdep_metrics.audit.samples import MODES, RunDataError, first_record, read_samples
 
@@ -130,8 +131,20 @@ class RunModel:
     checkpoint_source: str | None
 
 
+MAX_MODEL_NAME = 4096  # a path's length on Linux; a hub id is at most 96 characters
+
+
 def run_model(results: dict, results_path: Path) -> RunModel:
-    """The model of a run: visdep's section of the results file where there is one, else `config`."""
+    """The model of a run: visdep's section of the results file where there is one, else `config`. A model name
+    longer than MAX_MODEL_NAME is refused: it would be every table's and plot's label."""
+    model = _run_model(results, results_path)
+    if len(model.pretrained) > MAX_MODEL_NAME:
+        raise RunDataError(f"{results_path}: the model name is {len(model.pretrained):,} characters long "
+                           f"({excerpt(model.pretrained, 40)}); a model name or path is at most {MAX_MODEL_NAME:,}")
+    return model
+
+
+def _run_model(results: dict, results_path: Path) -> RunModel:
     config = results.get("config")
     section = (results.get("visdep") or {}).get("model") if isinstance(results.get("visdep"), dict) else None
     if isinstance(section, dict) and isinstance(section.get("settings"), dict):
@@ -277,10 +290,7 @@ def _accuracy(results: dict, task: str, results_path: Path) -> float | None:
 
 
 def _run_files_of(results_path: Path, skipped: list, samples_files: Sequence[Path]) -> list[RunFile]:
-    try:
-        raw = results_path.read_bytes()
-    except OSError as e:
-        raise RunDataError(f"{results_path}: cannot read it ({e.strerror})") from e
+    raw = read_bytes(results_path, "results", error=RunDataError)
     try:
         results = read_json_text(raw, str(results_path), RunDataError)
     except json.JSONDecodeError as e:

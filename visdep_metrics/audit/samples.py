@@ -37,8 +37,9 @@ import pyarrow.compute as pc
 from loguru import logger
 
 from lmms_eval_tasks.errors import VisdepError
+from lmms_eval_tasks.reading import FileReadError, open_file, read_bytes, read_json_text, unicode_text
 from lmms_eval_tasks.record import RecordVersionError, decode_samples, upgrade
-from lmms_eval_tasks.records import RecordError, as_int, read_json_text, unicode_text
+from lmms_eval_tasks.records import RecordError, as_int
 from visdep_metrics import provenance
 from visdep_metrics.audit.diagnostics import (
     answer_probability,
@@ -202,7 +203,7 @@ def _columns(data: bytes, same: dict[str, str], descriptive: bool) -> _Columns:
 # --------------------------------------------------------------------------- careful: line by line
 def _destringify(value, where: str):
     """A value lmms-eval stringified back into JSON data (a record or a list written as a string), its strings
-    checked as a file's are (`records.read_json_text`)."""
+    checked as a file's are (`reading.read_json_text`)."""
     if not isinstance(value, str):
         return value
     try:
@@ -362,7 +363,7 @@ def read_samples(path: Path, benchmarks: Sequence[str], hashes: HashCache | None
     from one run of the benchmark)."""
     try:
         before = file_state(os.stat(path))
-        data = path.read_bytes()
+        data = read_bytes(path, "samples", error=RunDataError)
         state = file_state(os.stat(path))
     except OSError as e:
         raise RunDataError(f"{path}: cannot read it ({e.strerror})") from e
@@ -413,10 +414,10 @@ def first_record(path: Path) -> dict | None:
     """The `visdep` record of a samples file's first line, read carefully; None where it cannot be read (the full
     read says why)."""
     try:
-        with open(path, "rb") as f:
+        with open_file(path, "samples") as f:
             line = next((line for line in f if line.strip()), b"")
         return next((_record(sample, where) for where, sample in _lines(line, path)), None)
-    except (OSError, UnicodeDecodeError, RunDataError):
+    except (OSError, UnicodeDecodeError, RunDataError, FileReadError):
         return None
 
 
@@ -424,7 +425,7 @@ def read_prompts(path: Path, question_ids: Sequence[str] | None) -> dict[str, st
     """The prompt lmms-eval logged for each of these questions (a sample's `input`: the task's text, the question and
     its lettered options), for every question of the file where `question_ids` is None; None where a line has no
     `input` or the file lacks the question."""
-    data = path.read_bytes()
+    data = read_bytes(path, "samples", error=RunDataError)
     try:
         logged = {s.visdep.question_id: s.input for s in _PROMPTS.decode_lines(data)}
     except (msgspec.DecodeError, RecursionError):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from lmms_eval_tasks.errors import OptionError
 from visdep_metrics.cli.options import add_spec_argument, add_twin_argument
 
 
@@ -80,6 +81,9 @@ def _audit(args) -> int:
     inputs = [*args.run_dirs, *args.tst, *([panel] if panel else []), *(config_file(s, "specs") for s in args.spec),
               *args.twin]
     check_out_dir(args.out, inputs)  # before the long read of the runs
+    for benchmark, folder in args.video_root:  # a root that is not there would show no frames, and say nothing
+        if not Path(folder).expanduser().is_dir():
+            raise OptionError(f"--video-root {benchmark}={folder}: not a folder (from {Path.cwd()})")
     register_specs(args.spec)
     open_twins(args.twin)
     audit = run_audit(args.run_dirs, panel_path=panel, tau=args.tau, max_hits=args.max_hits, tst_dirs=args.tst,
