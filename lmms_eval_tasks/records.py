@@ -26,7 +26,11 @@ class RecordError(BenchmarkDataError):
     """One record that cannot be used. `reason` is the same short text for every record with this problem (records
     are counted by it); `detail` names this record's values."""
 
+    MAX_DETAIL = 300  # a record's values, shown: the unusable list and its summary stay readable lines
+
     def __init__(self, reason: str, detail: str = ""):
+        if len(detail) > self.MAX_DETAIL:
+            detail = f"{detail[:self.MAX_DETAIL]}... ({len(detail) - self.MAX_DETAIL:,} more characters)"
         self.reason, self.detail = reason, detail
         super().__init__(f"{reason}: {detail}" if detail else reason)
 
@@ -87,6 +91,8 @@ class Question:
             raise RecordError("fewer than 2 options", repr(list(options)))
         if any(not o for o in options):
             raise RecordError("an option text is empty", repr(list(options)))
+        if len(options) > len(LETTERS):  # every prompt letters its options
+            raise RecordError(f"more options than the {len(LETTERS)} letters", f"{len(options)} options")
         answer = self.answer_index
         if isinstance(answer, bool) or not isinstance(answer, int) or not 0 <= answer < len(options):
             raise RecordError("the answer index is outside the options", f"{answer!r} of {len(options)} options")

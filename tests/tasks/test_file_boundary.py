@@ -22,7 +22,7 @@ from lmms_eval_tasks.traffic import TRAFFICQA_HEADER, read_trafficqa_file
 from lmms_eval_tasks.videos import VideoReadError, probe_video
 from lmms_eval_tasks.writing import WriteError, write_file
 from model_adapters.frames import read_frame_folder, read_video_file
-from tests.helpers.hostile import BILLION_LAUGHS, deadline, deeply_nested, fifo, one_line, refused
+from tests.helpers.hostile import BILLION_LAUGHS, deadline, deeply_nested, fifo, laughs_value, one_line, refused
 from visdep_metrics.cli.main import main
 
 SPEC = """name: hostile_bench
@@ -59,14 +59,14 @@ ROW = {"id": "q1", "question": "Which way?", "A": "left", "B": "right", "answer"
 def test_a_fifo_is_refused_by_every_reader_without_waiting_for_a_writer(tmp_path):
     """A FIFO named as an annotation file, a spec, a video or a frame: refused before a byte is read (each read
     opened it and waited for a writer that never comes)."""
-    refused(read_json, fifo(tmp_path / "a.json"), "annotations", match=r"a\.json: a FIFO \(named pipe\), not a file")
-    refused(lambda: list(read_rows(fifo(tmp_path / "b.csv"))), match=r"b\.csv: a FIFO")
+    refused(lambda: list(read_rows(fifo(tmp_path / "b.csv"))), match=r"b\.csv: a FIFO \(named pipe\), not a file")
     refused(read_spec, fifo(tmp_path / "spec.yaml"), match=r"spec\.yaml: a FIFO")
     refused(read_video_file, fifo(tmp_path / "v.mp4"), 4, match=r"v\.mp4: a FIFO", error=VideoReadError)
     refused(probe_video, fifo(tmp_path / "w.mp4"), match=r"w\.mp4: a FIFO", error=VideoReadError)
     frames = tmp_path / "frames"
     fifo(frames / "000001.jpg")
     refused(read_frame_folder, frames, 4, match=r"cannot read frame .*000001\.jpg: a FIFO", error=VideoReadError)
+    refused(read_json, fifo(tmp_path / "a.json"), "annotations", match=r"a\.json: a FIFO")
 
 
 def test_a_link_to_a_device_and_a_file_over_its_limit_are_refused_naming_the_limit(tmp_path, monkeypatch):
@@ -84,20 +84,24 @@ def test_a_link_to_a_device_and_a_file_over_its_limit_are_refused_naming_the_lim
 # --------------------------------------------------------------------------- reads: YAML and JSON structure
 def test_a_billion_laughs_spec_or_panel_is_refused_unexpanded(tmp_path):
     """Nine aliases nine levels deep are 387 million strings once expanded: refused from the node graph in well
-    under a second, never expanded (the old error message expanded them with {value!r})."""
-    path = tmp_path / "laughs.yaml"
-    path.write_text(BILLION_LAUGHS)
-    started = time.perf_counter()
-    refused(read_yaml, path, match=r"laughs\.yaml: not valid YAML \(more than 1,000,000 values once its aliases "
-                                   r"are expanded\)")
-    refused(read_spec, path, match=r"laughs\.yaml: not valid YAML", error=SpecError)
-    assert time.perf_counter() - started < 5
+    under a second, never expanded (the old error messages, 'expected a path or a list of paths, got {value!r}',
+    expanded them)."""
     from visdep_metrics.audit.panels import PanelError, load_panel
 
-    refused(load_panel, path, match=r"laughs\.yaml: not valid YAML", error=PanelError)
+    spec = write_spec(tmp_path)
+    spec.write_text(spec.read_text().replace("annotations: questions.csv", "annotations: " + laughs_value()))
+    panel = tmp_path / "panel.yaml"
+    panel.write_text(f"text_llms: {laughs_value()}\nvlms: [v]\n")
+    (tmp_path / "laughs.yaml").write_text(BILLION_LAUGHS)
+    started = time.perf_counter()
+    expanded = r"not valid YAML \(more than 1,000,000 values once its aliases are expanded\)"
+    refused(read_spec, spec, match=r"hostile_bench\.yaml: " + expanded, error=SpecError)
+    refused(load_panel, panel, match=r"panel\.yaml: " + expanded, error=PanelError)
+    refused(read_yaml, tmp_path / "laughs.yaml", match=r"laughs\.yaml: " + expanded)
+    assert time.perf_counter() - started < 5
     # an alias used a few times, as people write YAML, is read
-    path.write_text("base: &b [x, y]\ntext_llms: *b\nvlms: *b\n")
-    assert read_yaml(path) == {"base": ["x", "y"], "text_llms": ["x", "y"], "vlms": ["x", "y"]}
+    panel.write_text("base: &b [x, y]\ntext_llms: *b\nvlms: *b\n")
+    assert read_yaml(panel) == {"base": ["x", "y"], "text_llms": ["x", "y"], "vlms": ["x", "y"]}
 
 
 def test_nesting_beyond_the_limit_is_one_line_in_json_and_yaml(tmp_path):
@@ -186,6 +190,17 @@ def test_a_trafficqa_line_nested_100k_deep_is_an_unusable_line(tmp_path):
     assert [q.question_id for q in data.questions] == ["trafficqa-0"]
     assert [(u.where, u.reason) for u in data.unusable] == [(f"{path} line 3", "the line is not JSON")]
     one_line(data.unusable[0].detail)
+
+
+def test_a_record_with_more_options_than_letters_is_unusable():
+    """27 options reached the prompt, whose letters end at Z (an IndexError at the 27th)."""
+    from lmms_eval_tasks.records import Question, RecordError
+
+    with pytest.raises(RecordError, match="more options than the 26 letters"):
+        Question(question_id="q", benchmark="b", video="v.mp4", question="Which?",
+                 options=tuple(f"o{i}" for i in range(27)), answer_index=0)
+    assert len(Question(question_id="q", benchmark="b", video="v.mp4", question="Which?",
+                        options=tuple(f"o{i}" for i in range(26)), answer_index=25).options) == 26
 
 
 # --------------------------------------------------------------------------- writes
