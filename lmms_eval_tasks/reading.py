@@ -274,10 +274,10 @@ class _BoundedLoader(yaml.SafeLoader):
             item, depth, done = stack.pop()
             if depth > MAX_NESTING:
                 raise yaml.YAMLError(f"nested more than {MAX_NESTING} levels deep")
-            children = ([c for pair in item.value for c in pair] if isinstance(item, yaml.MappingNode)
-                        else item.value if isinstance(item, yaml.SequenceNode) else [])
             if id(item) in sizes:
                 continue
+            children = ([c for pair in item.value for c in pair] if isinstance(item, yaml.MappingNode)
+                        else item.value if isinstance(item, yaml.SequenceNode) else [])
             if not done:
                 stack.append((item, depth, True))
                 stack.extend((c, depth + 1, False) for c in children if id(c) not in sizes)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import csv
 import io
-import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -89,7 +88,7 @@ def _rows(path: Path, fmt: str, split: str | None, nesting: Sequence[str],
 def _csv_rows(path: Path) -> Iterator[tuple[dict, str]]:
     # the whole file is one field at most: a 50 MB cell is a cell, not csv's "field larger than field limit"
     text = decode(read_bytes(path, "annotations"), path)
-    csv.field_size_limit(max(csv.field_size_limit(), min(len(text) + 1, sys.maxsize)))
+    csv.field_size_limit(max(csv.field_size_limit(), len(text) + 1))
     reader = csv.DictReader(io.StringIO(text, newline=""))
     try:
         for row in reader:

@@ -21,6 +21,10 @@ from lmms_eval_tasks.errors import VisdepError, excerpt
 from lmms_eval_tasks.reading import FileReadError, open_file
 
 HEADER_BYTES = 4096  # what `starts_with` reads of an existing file
+# The process's umask, read once at import (reading it means setting it, which a thread would race with): a written
+# file gets the permissions a plain open() would give it, not mkstemp's 0o600.
+_UMASK = os.umask(0o022)
+os.umask(_UMASK)
 
 
 class WriteError(VisdepError):
@@ -47,7 +51,7 @@ def write_file(folder: str | os.PathLike, name: str, data: str | bytes) -> Path:
         try:
             with os.fdopen(fd, "wb") as f:
                 f.write(data.encode("utf-8") if isinstance(data, str) else data)
-            os.chmod(temporary, 0o666 & ~_umask())
+            os.chmod(temporary, 0o666 & ~_UMASK)
             os.replace(temporary, path)
         except BaseException:
             Path(temporary).unlink(missing_ok=True)
@@ -55,12 +59,6 @@ def write_file(folder: str | os.PathLike, name: str, data: str | bytes) -> Path:
     except OSError as e:
         raise WriteError(f"{path}: cannot be written ({e.strerror or e})") from None
     return path
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
 
 
 def starts_with(path: Path, header: str) -> bool:

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from lmms_eval_tasks.errors import VisdepError, excerpt
-from lmms_eval_tasks.reading import check_nesting, parse_json, read_bytes, regular_file, unicode_text
+from lmms_eval_tasks.reading import check_nesting, json_lines, parse_json, read_bytes, regular_file, unicode_text
 from lmms_eval_tasks.rows import SAVED_DATASET_MARKERS, SUFFIX_FORMATS
 from lmms_eval_tasks.upstream.config import DATA_KWARGS, TwinRefused, UpstreamTask, offline
 
@@ -83,10 +83,10 @@ def _check_copy(path: Path) -> None:
             data = read_bytes(file, "twin", error=UpstreamDataError)
             if not data.strip():
                 raise UpstreamDataError(f"{file}: empty")
-            lines = data.split(b"\n") if SUFFIX_FORMATS[file.suffix.lower()] == "jsonl" else [data]
-            for number, line in enumerate(lines, 1):
-                if line.strip():
-                    parse_json(line, f"{file} line {number}" if len(lines) > 1 else file, error=UpstreamDataError)
+            if SUFFIX_FORMATS[file.suffix.lower()] == "jsonl":
+                json_lines(data, file, error=UpstreamDataError)
+            else:
+                parse_json(data, file, error=UpstreamDataError)
 
 
 def _load_local(path: Path, split: str, name: str | None):
