@@ -16,13 +16,22 @@ Decoding may use FFmpeg's own threads (`decoder_threads`: 0 lets FFmpeg choose, 
 slice threading): the frames are the same whatever the number, frame by frame (tested on H.264 with
 B-frames, in order and by seeking, and on MPEG-4 Part 2).
 
-A `FrameSource` (one `max_frames`) keeps the last few videos it decoded, keyed by path, within a byte
+The frame conditions of the temporal ladder (docs/ladder.md) are settings of a `FrameSource` too:
+`frames="middle"` shows one frame, the middle one (`frame_indices`), not the first: a clip's first frame is the one
+most often a black fade-in, a title card or the scene before anything happens, the frame least like what a question
+asks about, so a single-frame condition built on it would overstate what the video adds. `frame_order="shuffled"` or
+`"reversed"` shows the same sampled frames with their pixels permuted and their timing unchanged (`metadata` keeps
+the sampled indices in order): the model sees the same moments at the same timestamps, only out of order. The
+shuffle is seeded by the video's content (`content_seed`), so every model, engine and rerun sees one order per video.
+
+A `FrameSource` (one `max_frames`, one condition) keeps the last few videos it decoded, keyed by path, within a byte
 budget, and counts decodes per path, so the bench and the tests can check that no video is decoded
 twice. It may be called from several threads at once (`model_adapters.prefetch`).
 """
 
 from __future__ import annotations
 
+import hashlib
 import threading
 from collections import Counter, OrderedDict
 from pathlib import Path
@@ -33,6 +42,7 @@ from transformers.video_utils import VideoMetadata
 from lmms_eval_tasks.reading import FileReadError, open_file, regular_file
 from lmms_eval_tasks.videos import VideoReadError, frame_files
 from model_adapters.settings import DEFAULT_FRAME_FOLDER_FPS as FRAME_FOLDER_FPS
+from model_adapters.settings import FRAME_ORDERS, FRAME_SAMPLINGS, MIDDLE_FRAME, ORIGINAL_ORDER, UNIFORM_FRAMES
 
 
 def sample_indices(n_frames: int, max_frames: int) -> np.ndarray:
@@ -48,30 +58,75 @@ def sample_indices(n_frames: int, max_frames: int) -> np.ndarray:
     return np.round(np.linspace(0, n_frames - 1, max_frames)).astype(int)
 
 
+def frame_indices(n_frames: int, max_frames: int, sampling: str = UNIFORM_FRAMES) -> np.ndarray:
+    """The frames a condition samples: `sample_indices` for "uniform", the middle frame (n_frames - 1) // 2 alone
+    for "middle" (whatever `max_frames`)."""
+    if sampling == UNIFORM_FRAMES:
+        return sample_indices(n_frames, max_frames)
+    if sampling != MIDDLE_FRAME:
+        raise ValueError(f"frames must be one of {', '.join(FRAME_SAMPLINGS)}, got {sampling!r}")
+    if n_frames < 1:
+        raise ValueError("a video needs at least one frame")
+    return np.array([(n_frames - 1) // 2])
+
+
+def content_seed(path: Path) -> int:
+    """A seed from a video's content alone (not its path or modification time, so a copy shuffles alike): the
+    `identity.sampled_sha256` of a file, or of each frame of a frame folder with its name."""
+    from model_adapters.identity import sampled_sha256
+
+    h = hashlib.sha256()
+    if path.is_dir():
+        for file in frame_files(path):
+            h.update(file.name.encode() + b"\0" + sampled_sha256(file).encode())
+    else:
+        h.update(sampled_sha256(path).encode())
+    return int.from_bytes(h.digest()[:8], "little")
+
+
+def frame_permutation(n: int, order: str, seed: int) -> np.ndarray:
+    """The order in which `n` sampled frames are shown: as sampled ("original"), last first ("reversed"), or a
+    permutation drawn from `seed` ("shuffled") that is never the identity where n > 1 (for n = 2 it is the
+    reversal)."""
+    if order == ORIGINAL_ORDER or n < 2:
+        if order not in FRAME_ORDERS:
+            raise ValueError(f"frame_order must be one of {', '.join(FRAME_ORDERS)}, got {order!r}")
+        return np.arange(n)
+    if order == "reversed":
+        return np.arange(n)[::-1].copy()
+    if order != "shuffled":
+        raise ValueError(f"frame_order must be one of {', '.join(FRAME_ORDERS)}, got {order!r}")
+    rng = np.random.default_rng(seed)
+    while True:
+        permutation = rng.permutation(n)
+        if (permutation != np.arange(n)).any():
+            return permutation
+
+
 def _metadata(total: int, fps: float, indices: np.ndarray, frames: np.ndarray, backend: str) -> VideoMetadata:
     return VideoMetadata(total_num_frames=int(total), fps=float(fps), duration=total / fps, video_backend=backend,
                          frames_indices=[int(i) for i in indices], height=frames.shape[1], width=frames.shape[2])
 
 
-def read_frame_folder(folder: Path, max_frames: int, fps: float = FRAME_FOLDER_FPS,
+def read_frame_folder(folder: Path, max_frames: int, fps: float = FRAME_FOLDER_FPS, sampling: str = UNIFORM_FRAMES,
                       ) -> tuple[np.ndarray, VideoMetadata]:
-    """Uniformly sampled frames of an image folder, ordered by frame number, and their timing at `fps`."""
+    """Sampled frames of an image folder (`frame_indices`), ordered by frame number, and their timing at `fps`."""
     from PIL import Image
 
     files = frame_files(folder)
-    indices = sample_indices(len(files), max_frames)
-    frames = []
+    indices = frame_indices(len(files), max_frames, sampling)
+    images = []
     for i in indices:
         try:
             with open_file(files[i], "frame") as f, Image.open(f) as image:
-                frames.append(np.asarray(image.convert("RGB")))
+                images.append(np.asarray(image.convert("RGB")))
         except FileReadError as e:
             raise VideoReadError(f"cannot read frame {e}") from None
         except OSError as e:
             raise VideoReadError(f"cannot read frame {files[i]}: {e}") from e
-    if len({f.shape for f in frames}) > 1:
-        raise VideoReadError(f"frames of different sizes in {folder}: {sorted({f.shape for f in frames})}")
-    array = np.ascontiguousarray(np.stack(frames))
+    if len({f.shape for f in images}) > 1:
+        raise VideoReadError(f"frames of different sizes in {folder}: {sorted({f.shape for f in images})}")
+    array = np.ascontiguousarray(np.stack(images))
     return array, _metadata(len(files), fps, indices, array, "frames")
 
 
@@ -137,11 +192,13 @@ def _frame_count(container, stream, fps: float) -> int:
     return 0
 
 
-def read_video_file(path: Path, max_frames: int, decoder_threads: int = 0) -> tuple[np.ndarray, VideoMetadata]:
-    """Uniformly sampled frames of a video file and their timing (the stream's average frame rate).
+def read_video_file(path: Path, max_frames: int, decoder_threads: int = 0, sampling: str = UNIFORM_FRAMES,
+                    ) -> tuple[np.ndarray, VideoMetadata]:
+    """Sampled frames of a video file (`frame_indices`) and their timing (the stream's average frame rate).
 
     Frames are decoded in one pass when they are close together, reached by seeking when they are far apart
-    (`SEEK_GAP_FRAMES`): an hour-long video costs a few groups of pictures, not the whole file.
+    (`SEEK_GAP_FRAMES`; a single frame when it lies that far from the start): an hour-long video costs a few groups
+    of pictures, not the whole file.
     `decoder_threads`: FFmpeg's decoding threads (0: its own choice)."""
     import av
 
@@ -160,8 +217,8 @@ def read_video_file(path: Path, max_frames: int, decoder_threads: int = 0) -> tu
                 raise VideoReadError(f"no frame rate in the video stream of {path}")
             total = _frame_count(container, stream, fps)
             if total > 0:
-                wanted = sample_indices(total, max_frames)
-                if len(wanted) > 1 and np.diff(wanted).min() > SEEK_GAP_FRAMES:
+                wanted = frame_indices(total, max_frames, sampling)
+                if (np.diff(wanted) if len(wanted) > 1 else wanted).min() > SEEK_GAP_FRAMES:
                     frames = _decode_by_seeking(container, stream, wanted, fps)
                     array = np.ascontiguousarray(np.stack(frames))
                     return array, _metadata(total, fps, wanted, array, "pyav")
@@ -176,7 +233,7 @@ def read_video_file(path: Path, max_frames: int, decoder_threads: int = 0) -> tu
             if total == 0:
                 raise VideoReadError(f"no decodable frame in {path}")
             container.seek(0)
-            wanted = sample_indices(total, max_frames)
+            wanted = frame_indices(total, max_frames, sampling)
             frames, _ = _decode_in_order(container, stream, wanted)
             array = np.ascontiguousarray(np.stack(frames))
             return array, _metadata(total, fps, wanted, array, "pyav")
@@ -188,20 +245,27 @@ CACHE_BYTES = 256 * 2**20  # 16 frames at 720p are 44 MB
 
 
 class FrameSource:
-    """Frames and their timing by path, sampled to `max_frames`, with an LRU cache (at most `cache_size` videos
-    and `cache_bytes` of frames) and a decode counter; safe to call from several threads.
+    """Frames and their timing by path, sampled to `max_frames` (or the middle frame: `frames`) and shown in
+    `frame_order`, with an LRU cache (at most `cache_size` videos and `cache_bytes` of frames) and a decode counter;
+    safe to call from several threads.
 
     `decodes[path]` counts how often a video was really decoded (cache misses)."""
 
     def __init__(self, max_frames: int, frame_folder_fps: float = FRAME_FOLDER_FPS, cache_size: int = 8,
-                 cache_bytes: int = CACHE_BYTES, decoder_threads: int = 0) -> None:
+                 cache_bytes: int = CACHE_BYTES, decoder_threads: int = 0, frames: str = UNIFORM_FRAMES,
+                 frame_order: str = ORIGINAL_ORDER) -> None:
         if max_frames < 1:
             raise ValueError(f"max_frames must be >= 1, got {max_frames}")
+        if frames not in FRAME_SAMPLINGS:
+            raise ValueError(f"frames must be one of {', '.join(FRAME_SAMPLINGS)}, got {frames!r}")
+        if frame_order not in FRAME_ORDERS:
+            raise ValueError(f"frame_order must be one of {', '.join(FRAME_ORDERS)}, got {frame_order!r}")
         if not frame_folder_fps > 0:
             raise ValueError(f"frame_folder_fps must be > 0, got {frame_folder_fps}")
         if decoder_threads < 0:
             raise ValueError(f"decoder_threads must be >= 0, got {decoder_threads}")
         self.max_frames = max_frames
+        self.frames, self.frame_order = frames, frame_order
         self.frame_folder_fps = frame_folder_fps
         self.cache_size = cache_size
         self.cache_bytes = cache_bytes
@@ -210,13 +274,22 @@ class FrameSource:
         self._cache: OrderedDict[str, tuple[np.ndarray, VideoMetadata]] = OrderedDict()
         self._lock = threading.Lock()  # the cache and the counter; decoding runs outside it
 
+    def settings(self) -> dict[str, object]:
+        """The score-changing settings this source stands for (as model_args)."""
+        return {"max_frames": self.max_frames, "frame_folder_fps": self.frame_folder_fps, "frames": self.frames,
+                "frame_order": self.frame_order}
+
     def __call__(self, path: str | Path) -> tuple[np.ndarray, VideoMetadata]:
         key = str(path)
         with self._lock:
             if key in self._cache:
                 self._cache.move_to_end(key)
                 return self._cache[key]
-        video = read_frames(Path(path), self.max_frames, self.frame_folder_fps, self.decoder_threads)
+        video = read_frames(Path(path), self.max_frames, self.frame_folder_fps, self.decoder_threads, self.frames)
+        if self.frame_order != ORIGINAL_ORDER:
+            pixels, metadata = video
+            order = frame_permutation(len(pixels), self.frame_order, content_seed(Path(path)))
+            video = np.ascontiguousarray(pixels[order]), metadata  # the timing stays as sampled
         with self._lock:
             self.decodes[key] += 1
             self._cache[key] = video
@@ -226,11 +299,25 @@ class FrameSource:
         return video
 
 
+def frame_source(adapter: str, max_frames: int | str, frame_folder_fps: float | str, frames: str, frame_order: str,
+                 **kwargs) -> FrameSource:
+    """An adapter's `FrameSource` from its model_args as lmms-eval passes them (text or numbers), the values written
+    one way (`settings.canonical_value`); a bad value is an error naming the adapter and the argument."""
+    from model_adapters.settings import canonical_value
+
+    try:
+        return FrameSource(int(canonical_value("max_frames", max_frames)), float(frame_folder_fps),
+                           frames=canonical_value("frames", frames),
+                           frame_order=canonical_value("frame_order", frame_order), **kwargs)
+    except ValueError as e:
+        raise ValueError(f"{adapter}: {e}") from None
+
+
 def read_frames(path: Path, max_frames: int, frame_folder_fps: float = FRAME_FOLDER_FPS, decoder_threads: int = 0,
-                ) -> tuple[np.ndarray, VideoMetadata]:
+                sampling: str = UNIFORM_FRAMES) -> tuple[np.ndarray, VideoMetadata]:
     """(T, H, W, 3) uint8 frames of an mp4 (or any container PyAV reads) or of a frame folder, and their timing."""
     if path.is_dir():
-        return read_frame_folder(path, max_frames, frame_folder_fps)
+        return read_frame_folder(path, max_frames, frame_folder_fps, sampling)
     if not path.exists():
         raise VideoReadError(f"video not found: {path}")
-    return read_video_file(path, max_frames, decoder_threads)
+    return read_video_file(path, max_frames, decoder_threads, sampling)

@@ -14,14 +14,21 @@ DEFAULT_MAX_FRAMES = 16
 # (model_adapters.frames explains where it comes from).
 DEFAULT_FRAME_FOLDER_FPS = 30.0
 DEFAULT_DTYPE = "auto"
+# The temporal ladder's conditions (docs/ladder.md): which frames are shown and in what order.
+UNIFORM_FRAMES, MIDDLE_FRAME = "uniform", "middle"
+FRAME_SAMPLINGS = (UNIFORM_FRAMES, MIDDLE_FRAME)
+ORIGINAL_ORDER = "original"
+FRAME_ORDERS = (ORIGINAL_ORDER, "shuffled", "reversed")
+LADDER_SETTINGS = ("max_frames", "frames", "frame_order")  # what the rungs of one checkpoint's ladder differ in
+_VIDEO_DEFAULTS = {"dtype": DEFAULT_DTYPE, "max_frames": DEFAULT_MAX_FRAMES,
+                   "frame_folder_fps": DEFAULT_FRAME_FOLDER_FPS, "frames": UNIFORM_FRAMES,
+                   "frame_order": ORIGINAL_ORDER}
 
 # Score-changing arguments each adapter fills in when they are not given.
 ADAPTER_DEFAULTS: dict[str, dict[str, object]] = {
-    "visdep_vlm": {"dtype": DEFAULT_DTYPE, "max_frames": DEFAULT_MAX_FRAMES,
-                   "frame_folder_fps": DEFAULT_FRAME_FOLDER_FPS},
+    "visdep_vlm": _VIDEO_DEFAULTS,
     "visdep_llm": {"dtype": DEFAULT_DTYPE},
-    "visdep_vllm": {"dtype": DEFAULT_DTYPE, "max_frames": DEFAULT_MAX_FRAMES,
-                    "frame_folder_fps": DEFAULT_FRAME_FOLDER_FPS},
+    "visdep_vllm": _VIDEO_DEFAULTS,
 }
 
 # model_args that decide where and how fast a model runs or how its files are fetched, not what it scores
@@ -46,6 +53,7 @@ _TRUE, _FALSE = frozenset({"true", "1", "yes"}), frozenset({"false", "0", "no"})
 
 _INTEGER = frozenset({"max_frames"})
 _REAL = frozenset({"frame_folder_fps"})
+_LOWER = frozenset({"dtype", "frames", "frame_order"})
 
 
 def canonical_value(name: str, value: object) -> str:
@@ -63,16 +71,19 @@ def canonical_value(name: str, value: object) -> str:
             return format(float(text), "g")
     except ValueError:
         return text
-    return text.lower() if name == "dtype" else text
+    return text.lower() if name in _LOWER else text
 
 
 def score_settings(adapter: str, model_args: Mapping[str, object]) -> dict[str, str]:
     """The score-changing settings of a run besides its checkpoint, defaults filled in, values canonical:
     every model_arg but `pretrained` and NOT_SCORE_CHANGING, plus the adapter's defaults for those not given, less
-    those set to the loader's default (`trust_remote_code=False`).
+    those set to the loader's default (`trust_remote_code=False`), and `max_frames` where `frames=middle` (one frame
+    whatever the budget).
     An adapter visdep does not know gets no defaults (its arguments are taken as written)."""
     settings = {name: canonical_value(name, value) for name, value in ADAPTER_DEFAULTS.get(adapter, {}).items()}
     settings |= {name: canonical_value(name, value) for name, value in model_args.items()
                  if name != "pretrained" and name not in NOT_SCORE_CHANGING}
     settings = {name: value for name, value in settings.items() if LOADER_DEFAULTS.get(name) != value}
+    if settings.get("frames") == MIDDLE_FRAME:
+        settings.pop("max_frames", None)
     return dict(sorted(settings.items()))

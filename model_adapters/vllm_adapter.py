@@ -32,7 +32,7 @@ from lmms_eval_tasks.errors import VisdepError
 from model_adapters import identity, settings
 from model_adapters.base import DTYPES, PROCESSOR_KEYWORDS, ScoringAdapter, batch_size_of, check_scoring
 from model_adapters.families import FAMILIES, family_of
-from model_adapters.frames import FrameSource
+from model_adapters.frames import FrameSource, frame_source
 from model_adapters.llm import present_text
 from model_adapters.pipeline import Batches, DistinctQuestion, Presented, Scores
 from model_adapters.vllm_engine import PROCESSOR_ARGUMENTS, keep_timing_in_float32, score_with_vllm
@@ -121,11 +121,12 @@ def engine_version() -> str:
 
 class VisdepVLLM(ScoringAdapter):
     adapter_name = "visdep_vllm"
-    own_arguments = ("max_frames", "frame_folder_fps", "data_parallel_size", *ENGINE_ARGUMENTS)
+    own_arguments = ("max_frames", "frame_folder_fps", "frames", "frame_order", "data_parallel_size", *ENGINE_ARGUMENTS)
 
     def __init__(self, pretrained: str, dtype: str = settings.DEFAULT_DTYPE,
                  max_frames: int = settings.DEFAULT_MAX_FRAMES,
-                 frame_folder_fps: float = settings.DEFAULT_FRAME_FOLDER_FPS, batch_size: int | str = 64,
+                 frame_folder_fps: float = settings.DEFAULT_FRAME_FOLDER_FPS, frames: str = settings.UNIFORM_FRAMES,
+                 frame_order: str = settings.ORIGINAL_ORDER, batch_size: int | str = 64,
                  device: str | None = None, max_batch_size: int | None = None, revision: str | None = None,
                  trust_remote_code: bool | str = False, data_parallel_size: int | str = 1, scoring: str | None = None,
                  **engine) -> None:
@@ -150,8 +151,9 @@ class VisdepVLLM(ScoringAdapter):
         trust = settings.canonical_value("trust_remote_code", trust_remote_code) == "true"
         self.pretrained = str(pretrained)
         loader = {k: v for k, v in {"revision": revision, "trust_remote_code": trust}.items() if v}
-        self.given_arguments = {"dtype": dtype, "max_frames": max_frames, "frame_folder_fps": frame_folder_fps,
-                                **loader}
+        # checked before vLLM starts; the frames are only read for a vision-language model
+        source = frame_source(self.adapter_name, max_frames, frame_folder_fps, frames, frame_order)
+        self.given_arguments = {"dtype": dtype, **source.settings(), **loader}
         self.model_kwargs = dict(loader)  # what `checkpoint_identity` reads
         self.processor_kwargs = {k: v for k, v in loader.items() if k in PROCESSOR_KEYWORDS}
         self.accelerator = Accelerator()  # lmms-eval's evaluator uses it for its collectives
@@ -159,7 +161,7 @@ class VisdepVLLM(ScoringAdapter):
         if device is not None:
             logger.info(f"visdep_vllm: device={device} is not used; vLLM runs on its own platform")
         before = identity.checkpoint_identity(self.pretrained, revision=revision)
-        self._load(dtype, int(max_frames), float(frame_folder_fps))
+        self._load(dtype, source)
         self.run_settings = settings.score_settings(self.adapter_name, self.score_settings())
         self.checkpoint = identity.checkpoint_identity(self.pretrained, revision=revision)
         self.checkpoint_settled = self.checkpoint == before
@@ -170,7 +172,7 @@ class VisdepVLLM(ScoringAdapter):
                     f"on {engine_version()}, {self.batch_size_per_device} questions per call, "
                     f"engine arguments {self.engine_arguments}")
 
-    def _load(self, dtype: str, max_frames: int, frame_folder_fps: float) -> None:
+    def _load(self, dtype: str, source: FrameSource) -> None:
         from transformers import AutoConfig, AutoProcessor, AutoTokenizer
 
         config = AutoConfig.from_pretrained(self.pretrained, **self.processor_kwargs)
@@ -182,7 +184,7 @@ class VisdepVLLM(ScoringAdapter):
         if self.family is not None:
             self.processor = AutoProcessor.from_pretrained(self.pretrained, **self.processor_kwargs)
             self.tokenizer = self.processor.tokenizer
-            self.frames: FrameSource | None = FrameSource(max_frames, frame_folder_fps)
+            self.frames: FrameSource | None = source
         else:
             self.tokenizer = AutoTokenizer.from_pretrained(self.pretrained, **self.processor_kwargs)
             self.frames = None

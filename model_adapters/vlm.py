@@ -3,7 +3,8 @@
     lmms-eval --model visdep_vlm --model_args pretrained=Qwen/Qwen2.5-VL-7B-Instruct,max_frames=16 \\
         --tasks visdep_blind,visdep_video --log_samples --output_path runs/
 
-The user turn holds the video (frames sampled uniformly, `max_frames`) and then the task's
+The user turn holds the video (frames sampled uniformly, `max_frames`; or the ladder's conditions: `frames=middle`,
+`frame_order=shuffled|reversed`, docs/ladder.md) and then the task's
 prompt; the model's own chat template adds the assistant header, after which each option is
 scored (with a leading space where the header does not end in whitespace). Blind tasks send the
 same messages without the video. The frames reach the processor with their timing
@@ -27,11 +28,11 @@ from loguru import logger
 
 from model_adapters.base import ScoringAdapter, answer_strings, continuation_tokens
 from model_adapters.families import family_of, prefix_positions
-from model_adapters.frames import FrameSource
+from model_adapters.frames import frame_source
 from model_adapters.pipeline import Batches, DistinctQuestion, Presented, Scores
 from model_adapters.prefetch import DEFAULT_PREFETCH_MB, Prefetch, decoder_threads_for
 from model_adapters.scoring import Prefix, Question, ScoringError, score_questions
-from model_adapters.settings import DEFAULT_FRAME_FOLDER_FPS, DEFAULT_MAX_FRAMES
+from model_adapters.settings import DEFAULT_FRAME_FOLDER_FPS, DEFAULT_MAX_FRAMES, ORIGINAL_ORDER, UNIFORM_FRAMES
 
 
 def user_message(context: str, with_video: bool) -> list[dict]:
@@ -67,10 +68,12 @@ def on_device(encoding, device, dtype) -> dict:
 
 class VisdepVLM(ScoringAdapter):
     adapter_name = "visdep_vlm"
-    own_arguments = ("max_frames", "frame_folder_fps", "decode_workers", "prefetch_videos", "prefetch_mb")
+    own_arguments = ("max_frames", "frame_folder_fps", "frames", "frame_order", "decode_workers", "prefetch_videos",
+                     "prefetch_mb")
 
     def __init__(self, pretrained: str, max_frames: int = DEFAULT_MAX_FRAMES,
-                 frame_folder_fps: float = DEFAULT_FRAME_FOLDER_FPS, decode_workers: int | str | None = None,
+                 frame_folder_fps: float = DEFAULT_FRAME_FOLDER_FPS, frames: str = UNIFORM_FRAMES,
+                 frame_order: str = ORIGINAL_ORDER, decode_workers: int | str | None = None,
                  prefetch_videos: int | None = None, prefetch_mb: float = DEFAULT_PREFETCH_MB,
                  **kwargs) -> None:
         try:
@@ -78,8 +81,8 @@ class VisdepVLM(ScoringAdapter):
         except ValueError as e:
             raise ValueError(f"{self.adapter_name}: {e}") from None
         # FFmpeg's decoder threads return the same frames whatever their number (tests/adapters/test_frames.py)
-        self.frames = FrameSource(int(max_frames), float(frame_folder_fps),
-                                  decoder_threads=decoder_threads_for(self.prefetch.workers))
+        self.frames = frame_source(self.adapter_name, max_frames, frame_folder_fps, frames, frame_order,
+                                   decoder_threads=decoder_threads_for(self.prefetch.workers))
         self._thread_processors = threading.local()
         super().__init__(pretrained, **kwargs)
 
@@ -94,12 +97,11 @@ class VisdepVLM(ScoringAdapter):
         return AutoModelForImageTextToText.from_pretrained(self.pretrained, **self.model_kwargs)
 
     def score_settings(self) -> dict:
-        return {**super().score_settings(), "max_frames": self.frames.max_frames,
-                "frame_folder_fps": self.frames.frame_folder_fps}
+        return {**super().score_settings(), **self.frames.settings()}
 
     def __repr__(self) -> str:
-        return (f"VisdepVLM(pretrained={self.pretrained!r}, max_frames={self.frames.max_frames}, "
-                f"frame_folder_fps={self.frames.frame_folder_fps})")
+        shown = ", ".join(f"{k}={v}" for k, v in self.frames.settings().items())
+        return f"VisdepVLM(pretrained={self.pretrained!r}, {shown})"
 
     def _processor_here(self):
         """The processor for the calling thread: the adapter's own on the thread that built it, a copy on each

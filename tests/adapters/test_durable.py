@@ -139,9 +139,12 @@ def test_a_changed_setting_reuses_nothing(tiny_models, benchmark_env, store_root
     assert run(max_frames=4) > 0 and run(max_frames=4) == 0
     assert run(max_frames=8) > 0, "another frame budget is another model key"
     assert run(max_frames=4, dtype="bfloat16") > 0
+    for condition in ({"frame_order": "shuffled"}, {"frame_order": "reversed"}, {"frames": "middle"}):
+        assert run(max_frames=4, **condition) > 0, f"{condition}: the temporal ladder's rung is another model key"
+    assert run(max_frames=8, frames="middle") == 0, "one middle frame whatever the budget: the same model"
     set_scoring("option")
     assert run(max_frames=4) > 0, "other continuations are other questions"
-    assert len(list(store_root.glob("visdep/*/settings.json"))) == 3
+    assert len(list(store_root.glob("visdep/*/settings.json"))) == 6
 
 
 @pytest.mark.parametrize(("kind", "engine"), [("qwen2", "hf"), ("qwen2", "naive"), ("qwen2_5_vl", "naive")])

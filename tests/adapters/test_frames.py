@@ -168,3 +168,69 @@ def test_frame_source_serves_threads_at_once(tmp_path):
     assert [frame_ids(f) for f, _ in first] == [list(range(i, 6)) for i in range(4)]
     assert all(a is b for a, b in zip(first, second, strict=True))
     assert source.decodes == {str(p): 1 for p in paths}
+
+
+def test_middle_is_one_frame_and_far_frames_are_reached_by_seeking(tmp_path, monkeypatch):
+    """`frames=middle` decodes the middle frame alone: (n - 1) // 2, by seeking where it lies far from the start (an
+    hour-long video does not decode half of itself), the frame decoding in order gives."""
+    from model_adapters import frames as frames_module
+
+    path = tmp_path / "v.mp4"
+    write_h264(path, 61, fps=10)
+    every, _ = read_frames(path, 61)
+    middle, metadata = read_frames(path, 16, sampling="middle")
+    assert metadata.frames_indices == [30] and middle.shape[0] == 1
+    np.testing.assert_array_equal(middle[0], every[30])
+    monkeypatch.setattr(frames_module, "SEEK_GAP_FRAMES", 10)
+    seeks = []
+    monkeypatch.setattr(frames_module, "_decode_by_seeking",
+                        lambda *a, _real=frames_module._decode_by_seeking: seeks.append(a[2]) or _real(*a))
+    again, _ = read_frames(path, 16, sampling="middle")
+    assert [list(w) for w in seeks] == [[30]]
+    np.testing.assert_array_equal(again, middle)
+
+
+def test_frame_permutations():
+    from model_adapters.frames import frame_permutation
+
+    assert frame_permutation(5, "original", 1).tolist() == [0, 1, 2, 3, 4]
+    assert frame_permutation(5, "reversed", 1).tolist() == [4, 3, 2, 1, 0]
+    drawn = [tuple(frame_permutation(4, "shuffled", seed)) for seed in range(200)]
+    assert (0, 1, 2, 3) not in drawn and len(set(drawn)) == 23  # every permutation of 4 but the identity
+    assert frame_permutation(2, "shuffled", 7).tolist() == [1, 0]
+    assert frame_permutation(1, "shuffled", 7).tolist() == [0]
+    assert frame_permutation(16, "shuffled", 3).tolist() == frame_permutation(16, "shuffled", 3).tolist()
+    with pytest.raises(ValueError, match="frame_order must be one of original, shuffled, reversed"):
+        frame_permutation(4, "backwards", 0)
+
+
+def test_a_copy_of_a_video_is_shuffled_alike_and_another_video_otherwise(tmp_path):
+    """The shuffle is seeded by the content: a copy (another path, another mtime) sees the same order."""
+    import shutil
+
+    write_mp4(tmp_path / "a.mp4", np.random.default_rng(0).integers(0, 256, (16, 32, 32, 3), dtype=np.uint8), fps=8)
+    write_mp4(tmp_path / "b.mp4", np.random.default_rng(1).integers(0, 256, (16, 32, 32, 3), dtype=np.uint8), fps=8)
+    shutil.copy(tmp_path / "a.mp4", tmp_path / "copy.mp4")
+    ordered, timing = FrameSource(16)(tmp_path / "a.mp4")
+    shown = {name: FrameSource(16, frame_order="shuffled")(tmp_path / name) for name in ("a.mp4", "copy.mp4", "b.mp4")}
+    order = [next(j for j in range(16) if np.array_equal(f, ordered[j])) for f in shown["a.mp4"][0]]
+    assert sorted(order) == list(range(16)) and order != list(range(16))
+    np.testing.assert_array_equal(shown["copy.mp4"][0], shown["a.mp4"][0])
+    assert shown["a.mp4"][1].frames_indices == timing.frames_indices
+    other, _ = FrameSource(16)(tmp_path / "b.mp4")
+    assert [next(j for j in range(16) if np.array_equal(f, other[j])) for f in shown["b.mp4"][0]] != order
+
+
+def test_conditions_are_settings_written_one_way():
+    from model_adapters.frames import frame_source
+    from model_adapters.settings import score_settings
+
+    plain = score_settings("visdep_vlm", {})
+    assert (plain["frames"], plain["frame_order"]) == ("uniform", "original")
+    assert score_settings("visdep_vlm", {"frame_order": "Shuffled"})["frame_order"] == "shuffled"
+    middle = score_settings("visdep_vlm", {"frames": "middle", "max_frames": "8"})
+    assert "max_frames" not in middle and middle == score_settings("visdep_vlm", {"frames": "MIDDLE"})
+    with pytest.raises(ValueError, match="visdep_vlm: frames must be one of uniform, middle, got 'first'"):
+        frame_source("visdep_vlm", 16, 30, "first", "original")
+    with pytest.raises(ValueError, match="visdep_vlm: frame_order must be one of"):
+        frame_source("visdep_vlm", 16, 30, "uniform", "random")
