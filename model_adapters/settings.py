@@ -20,6 +20,17 @@ FRAME_SAMPLINGS = (UNIFORM_FRAMES, MIDDLE_FRAME)
 ORIGINAL_ORDER = "original"
 FRAME_ORDERS = (ORIGINAL_ORDER, "shuffled", "reversed")
 LADDER_SETTINGS = ("max_frames", "frames", "frame_order")  # what the rungs of one checkpoint's ladder differ in
+
+
+def condition_of(settings: Mapping[str, str]) -> str:
+    """Which rung of the temporal ladder a model's settings are: "single" (`frames=middle`), "shuffled" or "reversed"
+    (`frame_order`), or "video" (the frames as sampled, and any model without frames)."""
+    if settings.get("frames") == MIDDLE_FRAME:
+        return "single"
+    order = settings.get("frame_order", ORIGINAL_ORDER)
+    return "video" if order == ORIGINAL_ORDER else str(order)
+
+
 _VIDEO_DEFAULTS = {"dtype": DEFAULT_DTYPE, "max_frames": DEFAULT_MAX_FRAMES,
                    "frame_folder_fps": DEFAULT_FRAME_FOLDER_FPS, "frames": UNIFORM_FRAMES,
                    "frame_order": ORIGINAL_ORDER}
@@ -77,8 +88,8 @@ def canonical_value(name: str, value: object) -> str:
 def score_settings(adapter: str, model_args: Mapping[str, object]) -> dict[str, str]:
     """The score-changing settings of a run besides its checkpoint, defaults filled in, values canonical:
     every model_arg but `pretrained` and NOT_SCORE_CHANGING, plus the adapter's defaults for those not given, less
-    those set to the loader's default (`trust_remote_code=False`), and `max_frames` where `frames=middle` (one frame
-    whatever the budget).
+    those set to the loader's default (`trust_remote_code=False`), and `max_frames` and `frame_order` where
+    `frames=middle` (one frame whatever the budget, in any order).
     An adapter visdep does not know gets no defaults (its arguments are taken as written)."""
     settings = {name: canonical_value(name, value) for name, value in ADAPTER_DEFAULTS.get(adapter, {}).items()}
     settings |= {name: canonical_value(name, value) for name, value in model_args.items()
@@ -86,4 +97,5 @@ def score_settings(adapter: str, model_args: Mapping[str, object]) -> dict[str, 
     settings = {name: value for name, value in settings.items() if LOADER_DEFAULTS.get(name) != value}
     if settings.get("frames") == MIDDLE_FRAME:
         settings.pop("max_frames", None)
+        settings.pop("frame_order", None)
     return dict(sorted(settings.items()))

@@ -230,6 +230,7 @@ def test_conditions_are_settings_written_one_way():
     assert score_settings("visdep_vlm", {"frame_order": "Shuffled"})["frame_order"] == "shuffled"
     middle = score_settings("visdep_vlm", {"frames": "middle", "max_frames": "8"})
     assert "max_frames" not in middle and middle == score_settings("visdep_vlm", {"frames": "MIDDLE"})
+    assert middle == score_settings("visdep_vlm", {"frames": "middle", "frame_order": "shuffled"})
     with pytest.raises(ValueError, match="visdep_vlm: frames must be one of uniform, middle, got 'first'"):
         frame_source("visdep_vlm", 16, 30, "first", "original")
     with pytest.raises(ValueError, match="visdep_vlm: frame_order must be one of"):

@@ -31,7 +31,24 @@ from visdep_metrics.audit.filters import (
     sweep_taus,
     threshold_sweep,
 )
-from visdep_metrics.audit.intervals import METRICS, Design, adjust_family, comparison_rows, frame_rows, summary_rows
+from visdep_metrics.audit.intervals import (
+    METRICS,
+    Design,
+    adjust_family,
+    comparison_rows,
+    frame_rows,
+    subsets,
+    summary_rows,
+)
+from visdep_metrics.audit.ladder import (
+    DEFAULT_TAU_ORDER,
+    adjust_ladder,
+    condition_models,
+    find_ladders,
+    ladder_rows,
+    temporal_keep,
+    temporal_scores,
+)
 from visdep_metrics.audit.nonvisual import StressTest, StressTestError, align_stress_test, read_stress_test
 from visdep_metrics.audit.pairing import BenchmarkResults, RunPlan, RunSet, plan_runs, read_benchmark
 from visdep_metrics.audit.panels import Panel, check_panel, inferred_panel, load_panel, resolve_panel
@@ -43,8 +60,8 @@ from visdep_metrics.provenance import HashCache, package_versions
 
 TOP_SHORTCUTS = 20
 QUESTION_COLUMNS = ["benchmark", "question_id", "category", "source", "video", "prompt_id", "n_options",
-                    "answer_index", "T", "V", "S", "grounded", "inspector_hits", "kept_llm_inspector", "kept_b_clean",
-                    "s_tst", "tst_correct"]
+                    "answer_index", "T", "V", "S", "grounded", "V_frame", "V_order", "temporal", "inspector_hits",
+                    "kept_llm_inspector", "kept_b_clean", "s_tst", "tst_correct"]
 
 
 @dataclass
@@ -60,6 +77,7 @@ class Audit:
     headline: pd.DataFrame  # per benchmark and subset: the mean of the evaluation VLMs
     comparison: pd.DataFrame  # each model minus the baseline (only with one)
     frames: pd.DataFrame  # frame budgets of one checkpoint
+    ladder: pd.DataFrame  # the temporal ladder: each rung's accuracy, FG and OG (`ladder.py`)
     top_shortcuts: pd.DataFrame  # the highest-S questions with their prompt
     notes: list[str] = field(default_factory=list)
     provenance: dict = field(default_factory=dict)
@@ -86,6 +104,16 @@ class Audit:
         scored = self.questions.loc[self.questions["S"].notna(), "benchmark"].unique()
         return {b: q.loc[q["benchmark"] == b, "question_id"].tolist() for b in scored}
 
+    def temporal_ids(self) -> dict[str, list[str]]:
+        """The questions that need the video as a video (grounded, V_order >= tau_order) per benchmark, for
+        benchmarks with V_order."""
+        if "temporal" not in self.questions:
+            return {}
+        q = self.questions[self.questions["temporal"].fillna(False).astype(bool)]
+        scored = self.questions.loc[self.questions["V_order"].notna() & self.questions["S"].notna(),
+                                    "benchmark"].unique()
+        return {b: q.loc[q["benchmark"] == b, "question_id"].tolist() for b in scored}
+
     def label(self, model: str) -> str:
         return self.runs.label(model)
 
@@ -102,6 +130,7 @@ class _BenchmarkPart:
     solvability: list = field(default_factory=list)
     comparison: list = field(default_factory=list)
     frames: list = field(default_factory=list)
+    ladder: list = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     questions: pd.DataFrame | None = None
     panel_used: pd.DataFrame | None = None
@@ -111,7 +140,8 @@ class _BenchmarkPart:
 
 
 def _question_scores(bench: BenchmarkResults, settings: AuditSettings, notes: list[str]):
-    """Per-question T, V, S, grounded and the baseline filters' decisions; and which models were used."""
+    """Per-question T, V, S, grounded, the ladder's V_frame, V_order and temporal, and the baseline filters'
+    decisions; and which models were used."""
     panel = settings.panel
     k = bench.questions["n_options"].to_numpy()
     t_rows = bench.model_rows(panel.text_llms)
@@ -139,12 +169,23 @@ def _question_scores(bench: BenchmarkResults, settings: AuditSettings, notes: li
             notes.append(f"{bench.benchmark}: {what} leaves out {absent} (panel {name}): no run of it here")
     scores = bench.questions.assign(benchmark=bench.benchmark, T=t, V=v, S=s)
     scores["grounded"] = pd.array(np.where(np.isnan(s), None, shortcut_keep(s, settings.tau)), dtype="boolean")
+    with_video_panel = [m for m in panel.vlms if m in with_video]
+    temporal = temporal_scores(bench, with_video_panel, settings.ladders)
+    if any(not np.isnan(values).all() for values in temporal.values()):
+        scores = scores.assign(**temporal)
+        scores["temporal"] = pd.array(np.where(np.isnan(temporal["V_order"]) | np.isnan(s), None,
+                                               temporal_keep(scores["grounded"], temporal["V_order"],
+                                                             settings.tau_order)), dtype="boolean")
     if inspector_rows.size:
         scores["inspector_hits"] = bench.correct_blind[inspector_rows].sum(axis=0).astype(int)
         scores["kept_llm_inspector"] = llm_inspector_keep(bench.correct_blind[inspector_rows], settings.max_hits)
     if clean_rows.size:
         scores["kept_b_clean"] = b_clean_keep(bench.correct_blind[clean_rows])
     used = {"T": t_rows, "V": v_rows, "llm_inspector": inspector_rows, "b_clean": clean_rows}
+    for column, rung in (("V_frame", "single"), ("V_order", "shuffled")):
+        chosen = [name for ladder in settings.ladders if ladder.video in with_video_panel
+                  and (rung_model := getattr(ladder, rung)) in bench.models for name in (ladder.video, rung_model)]
+        used[column] = bench.model_rows(chosen)
     panel_used = pd.DataFrame([{"benchmark": bench.benchmark, "panel": name,
                                 "models": tuple(bench.models[i] for i in rows)} for name, rows in used.items()])
     return scores, panel_used
@@ -246,6 +287,7 @@ def _audit_benchmark(job: tuple[str, list[RunFile]], model_info: dict[str, Model
                        for m in models}
         part.comparison = comparison_rows(bench, scores, settings, design, selected_by=sorted(selected_by))
     part.frames = frame_rows(bench, scores, part.summary, model_info, settings, design)
+    part.ladder = ladder_rows(bench, scores, subsets(scores), part.summary, settings.ladders, settings, design)
     part.sweeps = _sweep_rows(bench, scores)
     part.questions = scores
     part.top_shortcuts = _top_shortcuts(bench, scores)
@@ -299,7 +341,7 @@ def _percent(frame: pd.DataFrame) -> pd.DataFrame:
     """Accuracies and gaps in %, and every delta_ column but p-values."""
     percent = {"chance", *METRICS, *(f"{m}_{bound}" for m in METRICS for bound in ("lo", "hi"))}
     columns = [c for c in frame.columns
-               if c in percent or (c.startswith("delta_") and not c.endswith(("_p", "_p_adj", "_note")))]
+               if c in percent or (c.startswith("delta_") and not c.endswith(("_p", "_p_adj", "_note", "_method")))]
     frame[columns] = frame[columns] * 100.0
     return frame
 
@@ -308,24 +350,38 @@ def _table(rows: list) -> pd.DataFrame:
     return _percent(pd.DataFrame(rows))
 
 
+def _ladder_table(rows: list) -> pd.DataFrame:
+    """The ladder's accuracies and gains in %."""
+    frame = pd.DataFrame(rows)
+    columns = [c for c in frame.columns if c.startswith(("acc_", "frame_gain", "order_gain"))
+               and not c.endswith(("_p", "_note", "_model"))]
+    frame[columns] = frame[columns] * 100.0
+    return frame
+
+
 def run_audit(run_dirs: Sequence[str | Path], *, panel_path: str | Path | None = None, tau: float | None = None,
               max_hits: int | None = None, tst_dirs: Sequence[str | Path] = (),
               confidence_level: float = 0.95, baseline: str | None = None,
-              labels: dict[str, str] | None = None, textual_evidence: str = "paper") -> Audit:
+              labels: dict[str, str] | None = None, textual_evidence: str = "paper",
+              tau_order: float | None = None) -> Audit:
     """Read the runs under `run_dirs` and compute every table of the audit (see `report.write_audit`).
 
     `baseline`: a model (its name, its label, or its `pretrained=` when that checkpoint has one model) every
-    other model is compared with, question by question. `labels`: NAME -> ALIAS for the report.
+    other model is compared with, question by question. `labels`: NAME -> ALIAS for the report. `tau_order`: the
+    temporal subset's V_order(q) threshold (default: the panel's, else `ladder.DEFAULT_TAU_ORDER`).
     `textual_evidence`: T(q)'s formula, a name in `diagnostics.TEXTUAL_EVIDENCE`. Options are checked before any run
     is read (`check_settings`); every error a user can fix is a VisdepError naming the option, file or model."""
     # before the long read of the runs (AuditSettings checks them again, with the panel's defaults filled in)
-    check_settings(0.0 if tau is None else tau, 0 if max_hits is None else max_hits, textual_evidence)
+    check_settings(0.0 if tau is None else tau, 0 if max_hits is None else max_hits, textual_evidence,
+                   DEFAULT_TAU_ORDER if tau_order is None else tau_order)
     stress_tests = _stress_tests(tst_dirs)  # first: a bad --tst folder fails before the long read of the runs
     panel = load_panel(panel_path) if panel_path else None
     plan = plan_runs(run_dirs, labels)
     models, vision = plan.models, plan.vision_models
-    panel = inferred_panel(models, vision) if panel is None else resolve_panel(panel, plan.model_info)
-    check_panel(panel, models, vision)
+    conditions = condition_models(plan.model_info) & vision
+    panel = (inferred_panel(models, vision, conditions) if panel is None
+             else resolve_panel(panel, plan.model_info))
+    check_panel(panel, models, vision, conditions)
     if baseline is not None:
         (baseline,) = resolve_model_keys(baseline, plan.model_info, "--baseline")
     jobs = list(plan.by_benchmark.items())
@@ -334,7 +390,9 @@ def run_audit(run_dirs: Sequence[str | Path], *, panel_path: str | Path | None =
         raise StressTestError(f"--tst given for {missing_tst}, which no run covers")
     settings = AuditSettings(panel=panel, tau=panel.tau if tau is None else float(tau),
                              max_hits=panel.inspector_max_hits if max_hits is None else int(max_hits),
-                             roles={m: panel.role(m, vision) for m in models},
+                             tau_order=panel.tau_order if tau_order is None else float(tau_order),
+                             ladders=find_ladders(plan.model_info, vision),
+                             roles={m: panel.role(m, vision, conditions) for m in models},
                              confidence_level=confidence_level,
                              textual_evidence=textual_evidence, baseline=baseline, stress_tests=stress_tests)
     # Benchmarks are independent of each other, so large audits read and compute them in forked processes side by
@@ -369,6 +427,7 @@ def run_audit(run_dirs: Sequence[str | Path], *, panel_path: str | Path | None =
                   solvability=pd.DataFrame(rows("solvability")),
                   comparison=adjust_family(_table(rows("comparison")), settings.confidence_level),
                   frames=adjust_family(_table(rows("frames")), settings.confidence_level),
+                  ladder=adjust_ladder(_ladder_table(rows("ladder"))),
                   top_shortcuts=pd.concat(top, ignore_index=True) if top else pd.DataFrame(), notes=notes,
                   provenance=_provenance(runs, panel_path, stress_tests))
     return audit

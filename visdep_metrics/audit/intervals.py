@@ -22,13 +22,25 @@ import pandas as pd
 
 from visdep_metrics.audit.diagnostics import subset_diagnostics
 from visdep_metrics.audit.pairing import BenchmarkResults
+from visdep_metrics.audit.panels import CONDITION_ROLE
 from visdep_metrics.audit.runs import FRAMES_SETTING, ModelInfo
-from visdep_metrics.stats import WILD, Intervals, T, crossed_intervals, holm, labels, shares_prompts, units_per_group
+from visdep_metrics.stats import (
+    WILD,
+    Intervals,
+    T,
+    crossed_intervals,
+    effective_units,
+    holm,
+    labels,
+    shares_prompts,
+    units_per_group,
+)
 
 if TYPE_CHECKING:
     from visdep_metrics.audit.settings import AuditSettings
 
 METRICS = ("acc_blind", "acc_video", "blind_gap", "visual_gain")
+DELTA_NAMES = {"acc_blind": "ΔAcc_B", "acc_video": "ΔAcc_V", "visual_gain": "ΔVG"}
 ALL = "all"
 P_FAMILY = "Holm over every p-value of this table"
 
@@ -71,16 +83,18 @@ class Design:
 
 
 def subsets(scores: pd.DataFrame) -> dict[str, np.ndarray]:
-    """The full benchmark and, where S(q) is known and keeps something, its grounded subset."""
+    """The full benchmark and, where S(q) is known and keeps something, its grounded subset; where V_order(q) is known
+    too and keeps something, the temporal subset (grounded and V_order >= tau_order: `ladder.py`)."""
     found = {"full": np.ones(len(scores), dtype=bool)}
-    if scores["grounded"].notna().all() and scores["grounded"].any():
-        found["grounded"] = scores["grounded"].to_numpy(dtype=bool)
+    for name in ("grounded", "temporal"):
+        if name in scores and scores[name].notna().all() and scores[name].any():
+            found[name] = scores[name].to_numpy(dtype=bool)
     return found
 
 
 def evaluation_models(bench: BenchmarkResults, roles: dict[str, str]) -> tuple[list[str], bool]:
     """Models that judge the benchmark and its filters: the held-out VLMs, else every VLM (then not held out)."""
-    vlms = [m for m, video in zip(bench.models, bench.has_video, strict=True) if video]
+    vlms = [m for m, video in zip(bench.models, bench.has_video, strict=True) if video and roles[m] != CONDITION_ROLE]
     held_out = [m for m in vlms if roles[m] == "held_out"]
     return (held_out, True) if held_out else (vlms, False)
 
@@ -135,6 +149,13 @@ class _Outputs:
             return None
         start, members = self.blocks[name]
         return start + members.index(member)
+
+
+def few_prompts_note(prompts: np.ndarray) -> str:
+    """#44's one measured limit, said wherever such an interval is printed: a difference over a few dominant prompts
+    (the prompts' wild bootstrap) leans toward the model whose accuracy varies more from prompt to prompt."""
+    return (f"a difference over a few dominant prompts (≈ {effective_units(prompts):,.0f} effective prompts): between "
+            f"unalike models such intervals lay wholly on one side of the truth in up to 5.2% (docs/statistics.md)")
 
 
 def _put(row: dict, metric: str, found: Intervals, g: int, o: int | None, shift: float = 0.0) -> None:
@@ -259,11 +280,17 @@ def comparison_rows(bench: BenchmarkResults, scores: pd.DataFrame, settings: Aud
             by = found.method[g, out.at("acc_blind", i)]
             row = {"model": model, "role": settings.roles[model], "baseline": baseline, **common, "subset": subset,
                    "p_test": f"{T} over {common['resampled']}" if by == T else f"{WILD} (sign flips of whole prompts)"}
+            limited = []
             for name in ("acc_blind", "acc_video", "visual_gain"):
                 o = out.at(name, i)
                 row[f"delta_{name}"] = np.nan if o is None else deltas[o, keep].mean()
                 _put(row, f"delta_{name}", found, g, o)
                 row[f"delta_{name}_p"] = np.nan if o is None else found.p_value[g, o]
+                row[f"delta_{name}_method"] = "" if o is None else str(found.method[g, o])
+                if row[f"delta_{name}_method"] == WILD and not np.isnan(row[f"delta_{name}_lo"]):
+                    limited.append(DELTA_NAMES[name])
+            row["limit_note"] = (f"{', '.join(limited)}: {few_prompts_note(design.prompts[keep])}"
+                                 if limited else "")
             involved = sorted({model, baseline} & set(selected_by))
             row["selection_note"] = (f"the subset was selected with the runs of {', '.join(involved)}: it favours "
                                      f"them; held-out models are the fair comparison" if subset == "grounded"

@@ -15,7 +15,8 @@ import pandas as pd
 
 from visdep_metrics.audit.compute import TOP_SHORTCUTS, Audit
 from visdep_metrics.audit.diagnostics import TEXTUAL_EVIDENCE
-from visdep_metrics.audit.intervals import P_FAMILY, evaluation_models, sign, significant
+from visdep_metrics.audit.intervals import ALL, P_FAMILY, evaluation_models, sign, significant
+from visdep_metrics.audit.ladder import TEMPORAL_SUFFIX, share_interval
 from visdep_metrics.audit.tables import (
     before_after_table,
     design_table,
@@ -138,9 +139,11 @@ def _comparison_section(audit: Audit) -> list[str]:
     rows = [[audit.label(r["model"]), name(r["benchmark"]), r["subset"], r["n"]]
             + [v for m in ("acc_blind", "acc_video", "visual_gain")
                for v in (interval(r, f"delta_{m}"), _p(r, f"delta_{m}"))]
-            + [{True: "yes", False: "no"}.get(r.get("text_shortcut_gain"), "–")]
+            + [{True: "yes", False: "no"}.get(r.get("text_shortcut_gain"), "–"), "†" if r["limit_note"] else ""]
             for _, r in c.iterrows()]
     tests = ", ".join(sorted(set(c["p_test"])))
+    limited = [f"† {audit.label(r['model'])}, {name(r['benchmark'])} ({r['subset']}): {r['limit_note']}."
+               for _, r in c.iterrows() if r["limit_note"]]
     return [f"## Against the baseline {audit.label(audit.baseline)}", "",
             "Each model minus the baseline on the same questions (percentage points), with paired intervals (the "
             "same questions, videos and prompts for both models). ΔAcc_B is also the change of the Blind Gap "
@@ -150,7 +153,7 @@ def _comparison_section(audit: Audit) -> list[str]:
             "flag is held at that level. Text-shortcut gain: Acc_V rose while the Blind Gap rose or the Visual Gain "
             "fell, each at an adjusted p below it: the SFT case of the paper's appendix B.5.", "",
             markdown(["Model", "Benchmark", "Subset", "n", "ΔAcc_B (= ΔBG)", "p", "ΔAcc_V", "p", "ΔVG", "p",
-                      "Text-shortcut gain"], rows), "",
+                      "Text-shortcut gain", ""], rows), "", *limited, *([""] if limited else []),
             *[comparison_sentence(audit, r) for _, r in c.iterrows()], ""]
 
 
@@ -168,6 +171,55 @@ def _frames_section(audit: Audit, plots: dict[str, str]) -> list[str]:
     if "frames" in plots:
         lines += [f"![Acc_V and VG against frames]({plots['frames']})", ""]
     return lines
+
+
+def ladder_verdict(audit: Audit, benchmark: str) -> str:
+    """The ladder's verdict on one benchmark: how many questions need the order (the temporal subset, with the
+    interval of its share), and the evaluation models' Frame and Order Gains."""
+    bench = audit.runs.benchmarks[benchmark]
+    q = audit.questions[audit.questions["benchmark"] == benchmark]
+    parts = []
+    if "temporal" in q and q["temporal"].notna().all():
+        keep = q["temporal"].to_numpy(dtype=bool)
+        share, low, high = share_interval(bench, keep, audit.settings.confidence_level)
+        parts.append(f"needs the order: {int(keep.sum())} of {len(keep)} questions ({100 * share:.1f}% "
+                     f"[{100 * low:.1f}, {100 * high:.1f}]: S(q) ≤ {audit.tau:g} and V_order(q) ≥ "
+                     f"{audit.settings.tau_order:g})")
+    judges, _ = evaluation_models(bench, audit.roles)
+    rows = audit.ladder[(audit.ladder["benchmark"] == benchmark) & (audit.ladder["subset"] == "full")
+                        & (audit.ladder["category"] == ALL) & audit.ladder["model"].isin(judges)]
+    for _, r in rows.iterrows():
+        gains = [f"{what} {points(r, gain)}" for gain, what in (("frame_gain", "Frame Gain"),
+                                                               ("order_gain", "Order Gain")) if not missing(r[gain])]
+        if gains:
+            parts.append(f"{audit.label(r['model'])}: {', '.join(gains)}")
+    return f"- **{name(benchmark)}**: " + "; ".join(parts) + "." if parts else ""
+
+
+def _ladder_section(audit: Audit) -> list[str]:
+    ladder = audit.ladder
+    rows = [[audit.label(r["model"]), name(r["benchmark"]), r["subset"], r["category"], r["n"],
+             interval(r, "acc_blind"), interval(r, "acc_single"), interval(r, "acc_shuffled"),
+             interval(r, "acc_reversed"), interval(r, "acc_video"), interval(r, "frame_gain"), _p(r, "frame_gain"),
+             interval(r, "order_gain"), _p(r, "order_gain"), interval(r, "order_gain_reversed"),
+             "†" if r["limit_note"] else ""]
+            for _, r in ladder[ladder["category"] == ALL].iterrows()]
+    verdicts = [v for b in ordered(ladder["benchmark"]) if (v := ladder_verdict(audit, b))]
+    limited = sorted({r["limit_note"].split(": ", 1)[1] for _, r in ladder.iterrows() if r["limit_note"]})
+    return ["## The temporal ladder: one frame, frames out of order, the video", "",
+            "Runs of one checkpoint under the frame conditions (docs/ladder.md): its blind answers, the middle frame "
+            "alone (`frames=middle`), the sampled frames shuffled or reversed with their timestamps unchanged "
+            "(`frame_order`), and the frames as sampled. Frame Gain FG = Acc_video − Acc_single (what more than one "
+            "frame adds), Order Gain OG = Acc_video − Acc_shuffled (what the order adds; OGr with the frames "
+            "reversed), each paired over the same questions as a comparison between models is, p (H0: no gain) "
+            "adjusted by Holm over this table's p-values. The temporal subset: the grounded questions (S(q) ≤ "
+            f"{audit.tau:g}) whose V_order(q), the panel VLMs' mean drop in P(answer) when the frames are shuffled "
+            f"(normalised as V(q)), is at least τ_order = {audit.settings.tau_order:g}. Per category: ladder.csv; per "
+            "question V_frame and V_order: questions.csv.", "",
+            *verdicts, "",
+            markdown(["Model", "Benchmark", "Subset", "Category", "n", "Acc blind", "Acc one frame", "Acc shuffled",
+                      "Acc reversed", "Acc video", "FG", "p", "OG", "p", "OGr", ""], rows), "",
+            *[f"† {note}." for note in limited], ""]
 
 
 def _quoted(text: str) -> list[str]:
@@ -212,7 +264,8 @@ def _settings_paragraph(audit: Audit) -> str:
             f"withheld and the reason printed in its place. All values in %.")
 
 
-def report_markdown(audit: Audit, out: Path, plots: dict[str, str], exported: dict[str, int]) -> str:
+def report_markdown(audit: Audit, out: Path, plots: dict[str, str], exported: dict[str, int],
+                    temporal: dict[str, int] | None = None) -> str:
     p = audit.panel
     label = audit.label
     panel_rows = [["T (text_llms)", ", ".join(map(label, p.text_llms)) or "(none)"],
@@ -268,6 +321,8 @@ def report_markdown(audit: Audit, out: Path, plots: dict[str, str], exported: di
         lines += _comparison_section(audit)
     if not audit.frames.empty:
         lines += _frames_section(audit, plots)
+    if not audit.ladder.empty:
+        lines += _ladder_section(audit)
     if not audit.solvability.empty:
         rows = [[name(r.benchmark), r.subset, r.n, r.tst_solvability, r.chance] for r in audit.solvability.itertuples()]
         lines += ["## Non-visual solvability (test-set stress test)", "",
@@ -280,6 +335,13 @@ def report_markdown(audit: Audit, out: Path, plots: dict[str, str], exported: di
         lines += [f"- `{b}_blind_{GROUNDED_SUFFIX}`, `{b}_video_{GROUNDED_SUFFIX}`: {n} questions "
                   f"(`lmms-eval --include_path {out / 'tasks'} --tasks {b}_video_{GROUNDED_SUFFIX}`)"
                   for b, n in exported.items()] + [""]
+    if temporal:
+        lines += ["## Temporal tasks", "",
+                  "lmms-eval tasks restricted to the temporal subsets (grounded and V_order(q) ≥ "
+                  f"{audit.settings.tau_order:g}; audit.json's `chosen_by` names the runs that chose them):", ""]
+        lines += [f"- `{b}_blind_{TEMPORAL_SUFFIX}`, `{b}_video_{TEMPORAL_SUFFIX}`: {n} questions "
+                  f"(`lmms-eval --include_path {out / 'tasks'} --tasks {b}_video_{TEMPORAL_SUFFIX}`)"
+                  for b, n in temporal.items()] + [""]
     if audit.runs.dropped:
         lines += ["## Questions the tasks left out", "",
                   "Questions a task left out before any model saw them (the runs' `results['visdep']['dropped']`), "

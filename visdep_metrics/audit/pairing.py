@@ -4,7 +4,8 @@
   reported;
 - a blind run is paired with the video run of the same model (checkpoint and score-changing settings); where both
   record their checkpoint's identity, the identities must match: a checkpoint folder whose weights changed between
-  the blind and the video run is refused;
+  the blind and the video run is refused; a frame condition of the temporal ladder (`frames=middle`,
+  `frame_order=shuffled|reversed`) without blind runs of its own takes its checkpoint's (`ladder.py`);
 - every run of a benchmark must cover the same questions with the same option counts, answers, videos and prompts;
   a video run may lack questions its blind runs have (``VISDEP_SKIP_MISSING_VIDEOS=1`` drops questions whose video
   is missing): those are left out of the audit and listed. Otherwise the error says which runs differ and how;
@@ -25,6 +26,7 @@ import pyarrow.compute as pc
 from loguru import logger
 
 from lmms_eval_tasks.loaders import known_benchmarks
+from model_adapters.settings import LADDER_SETTINGS, condition_of
 from visdep_metrics.audit.runs import ModelInfo, RunFile, find_run_files, latest_runs, name_models
 from visdep_metrics.audit.samples import PERCENT_ABSENT, RunDataError, Samples, read_samples
 from visdep_metrics.provenance import HashCache
@@ -299,6 +301,9 @@ def _by_model(benchmark: str, runs: list[TaskRun]) -> dict[str, dict[str, TaskRu
                                f"their folders separately)")
         modes[run.mode] = run
     for model, modes in by_model.items():
+        if "blind" not in modes and (shared := _checkpoint_blind(modes["video"], by_model)) is not None:
+            modes["blind"] = shared
+            logger.info(f"{model} (a frame condition) takes the blind answers of {shared.describe()}")
         if "blind" not in modes:
             video = modes["video"]
             same = sorted(m for m, other in by_model.items()
@@ -311,6 +316,21 @@ def _by_model(benchmark: str, runs: list[TaskRun]) -> dict[str, dict[str, TaskRu
         if "video" in modes:
             _check_checkpoints(model, benchmark, modes["blind"], modes["video"])
     return by_model
+
+
+def _checkpoint_blind(video: TaskRun, by_model: dict[str, dict[str, TaskRun]]) -> TaskRun | None:
+    """For a frame condition of the temporal ladder (`ladder.py`) without blind runs of its own: a blind run of the
+    same checkpoint whose settings differ only in the ladder's (frames never enter a blind answer), preferring the
+    full-video model's; None for any other model."""
+    def rest(file: RunFile) -> tuple:
+        return file.pretrained, tuple((k, v) for k, v in file.settings if k not in LADDER_SETTINGS)
+
+    if condition_of(dict(video.file.settings)) == "video":
+        return None
+    candidates = sorted(((condition_of(dict(modes["blind"].file.settings)) != "video", model, modes["blind"])
+                         for model, modes in by_model.items()
+                         if "blind" in modes and rest(modes["blind"].file) == rest(video.file)), key=lambda c: c[:2])
+    return candidates[0][2] if candidates else None
 
 
 def _labels_from_all(reference: pa.Array, runs: list[tuple[np.ndarray, pa.Array]]) -> np.ndarray:

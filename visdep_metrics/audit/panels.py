@@ -11,8 +11,10 @@ or by its label::
     inspector_llms: [...]   # optional, LLM-Inspector's panel (default: text_llms)
     inspector_max_hits: 1   # optional, LLM-Inspector drops a question if more LLMs answer it correctly
     tau: 0.1                # optional, the S(q) threshold
+    tau_order: 0.1          # optional, the V_order(q) threshold of the temporal subset (docs/ladder.md)
 
-Without a panel file every text-only model (blind runs only) forms T and every VLM forms V.
+Without a panel file every text-only model (blind runs only) forms T and every VLM forms V. A frame condition of the
+temporal ladder (`frames=middle`, `frame_order=shuffled|reversed`) is no model of a panel: V(q) is the full video's.
 """
 
 from __future__ import annotations
@@ -24,9 +26,11 @@ from lmms_eval_tasks.errors import VisdepError, excerpt
 from lmms_eval_tasks.reading import read_yaml
 
 DEFAULT_TAU = 0.1
+DEFAULT_TAU_ORDER = 0.1
+CONDITION_ROLE = "frame_condition"  # a ladder's rung (`ladder.py`): in no panel and no mean of the models
 DEFAULT_MAX_HITS = 1
 _LISTS = ("text_llms", "vlms", "held_out", "inspector_llms")
-_KEYS = set(_LISTS) | {"tau", "inspector_max_hits"}
+_KEYS = set(_LISTS) | {"tau", "tau_order", "inspector_max_hits"}
 
 
 class PanelError(VisdepError):
@@ -41,6 +45,7 @@ class Panel:
     inspector_llms: tuple[str, ...] | None = None
     inspector_max_hits: int = DEFAULT_MAX_HITS
     tau: float = DEFAULT_TAU
+    tau_order: float = DEFAULT_TAU_ORDER
     source: str = "inferred"  # the panel file, or "inferred" from which models have video runs
 
     @property
@@ -51,8 +56,10 @@ class Panel:
     def named(self) -> set[str]:
         return set(self.text_llms) | set(self.vlms) | set(self.held_out) | set(self.inspector)
 
-    def role(self, model: str, vision_models: set[str]) -> str:
-        """held_out / panel_vlm / panel_llm / vlm / text_llm (the last two: in no panel)."""
+    def role(self, model: str, vision_models: set[str], conditions: set[str] = frozenset()) -> str:
+        """held_out / panel_vlm / panel_llm / vlm / text_llm (the last two: in no panel) / frame_condition."""
+        if model in conditions:
+            return CONDITION_ROLE
         if model in self.held_out:
             return "held_out"
         if model in self.vlms:
@@ -95,17 +102,23 @@ def load_panel(path: str | Path) -> Panel:
     tau = data.get("tau", DEFAULT_TAU)
     if isinstance(tau, bool) or not isinstance(tau, (int, float)) or not 0 <= tau < 1:
         raise PanelError(f"{path}: tau must lie in [0, 1) (S(q) <= tau keeps a question), got {tau!r}")
+    tau_order = data.get("tau_order", DEFAULT_TAU_ORDER)
+    if isinstance(tau_order, bool) or not isinstance(tau_order, (int, float)) or not 0 < tau_order <= 1:
+        raise PanelError(f"{path}: tau_order must lie in (0, 1] (V_order(q) >= tau_order keeps a grounded question "
+                         f"in the temporal subset), got {excerpt(tau_order)}")
     hits = data.get("inspector_max_hits", DEFAULT_MAX_HITS)
     if isinstance(hits, bool) or not isinstance(hits, int) or hits < 0:
         raise PanelError(f"{path}: inspector_max_hits must be a non-negative integer, got {hits!r}")
     return Panel(text_llms=lists["text_llms"] or (), vlms=lists["vlms"] or (), held_out=lists["held_out"] or (),
-                 inspector_llms=lists["inspector_llms"], inspector_max_hits=hits, tau=float(tau), source=str(path))
+                 inspector_llms=lists["inspector_llms"], inspector_max_hits=hits, tau=float(tau),
+                 tau_order=float(tau_order), source=str(path))
 
 
-def inferred_panel(models: list[str], vision_models: set[str]) -> Panel:
-    """The panel without a file: text-only models (blind runs only) form T, VLMs form V, none held out."""
+def inferred_panel(models: list[str], vision_models: set[str], conditions: set[str] = frozenset()) -> Panel:
+    """The panel without a file: text-only models (blind runs only) form T, VLMs form V (frame conditions neither),
+    none held out."""
     return Panel(text_llms=tuple(m for m in models if m not in vision_models),
-                 vlms=tuple(m for m in models if m in vision_models))
+                 vlms=tuple(m for m in models if m in vision_models and m not in conditions))
 
 
 def resolve_panel(panel: Panel, models: dict) -> Panel:
@@ -134,8 +147,8 @@ def resolve_panel(panel: Panel, models: dict) -> Panel:
                    held_out=resolve(panel.held_out), inspector_llms=resolve(panel.inspector_llms))
 
 
-def check_panel(panel: Panel, models: list[str], vision_models: set[str]) -> None:
-    """Refuse a panel naming a model with no runs, or a panel VLM without video runs."""
+def check_panel(panel: Panel, models: list[str], vision_models: set[str], conditions: set[str] = frozenset()) -> None:
+    """Refuse a panel naming a model with no runs, a panel VLM without video runs, or a frame condition."""
     absent = sorted(panel.named - set(models))
     if absent:
         raise PanelError(f"panel {panel.source}: no runs of {absent}; models found: {models} (names must match "
@@ -144,3 +157,8 @@ def check_panel(panel: Panel, models: list[str], vision_models: set[str]) -> Non
     if blind_only:
         raise PanelError(f"panel {panel.source}: vlms {blind_only} have only blind runs; V(q) needs their video "
                          f"runs too (list text-only models under text_llms)")
+    named_conditions = sorted(panel.named & conditions)
+    if named_conditions:
+        raise PanelError(f"panel {panel.source}: {named_conditions} are frame conditions of the temporal ladder "
+                         f"(frames=middle or frame_order=shuffled|reversed), not models: a panel names the full-video "
+                         f"model of a checkpoint, and the audit finds its conditions itself (docs/ladder.md)")

@@ -19,6 +19,7 @@ from loguru import logger
 
 from lmms_eval_tasks.export import write_subset_tasks
 from visdep_metrics.audit.compute import Audit
+from visdep_metrics.audit.ladder import TEMPORAL_SUFFIX
 from visdep_metrics.audit.narrative import GROUNDED_SUFFIX, MANIFEST, report_markdown
 from visdep_metrics.audit.plots import draw_plots, planned_plots
 from visdep_metrics.audit.tables import dropped_by_reason
@@ -35,7 +36,7 @@ def check_out_dir(out: str | Path, inputs: Iterable[str | Path] = ()) -> Path:
     return _check_out_dir(out, "audit", inputs)
 
 
-def _manifest(audit: Audit, exported: dict[str, int]) -> dict:
+def _manifest(audit: Audit, exported: dict[str, int], temporal: dict[str, int]) -> dict:
     s = audit.settings
     head = audit.headline[audit.headline["subset"] == "full"].set_index("benchmark") if not audit.headline.empty \
         else pd.DataFrame()
@@ -50,7 +51,8 @@ def _manifest(audit: Audit, exported: dict[str, int]) -> dict:
         "replaced": [{"replaced": str(old.samples_path), "by": str(new.samples_path)}
                      for old, new in audit.runs.replaced],
         "stress_tests": {b: str(t.folder) for b, t in s.stress_tests.items()},
-        "grounded_questions": exported, "notes": audit.notes,
+        "grounded_questions": exported, "tau_order": s.tau_order, "temporal_questions": temporal,
+        "chosen_by": _chosen_by(audit), "ladders": [vars(ladder) for ladder in s.ladders], "notes": audit.notes,
         "models": {m.name: {"label": m.label, "pretrained": m.pretrained, "settings": dict(m.settings)}
                    for m in audit.runs.model_info.values()},
         "resampling": {b: {"unit": str(r["resampled"]), "n_questions": int(r["n"]), "n_videos": int(r["n_videos"]),
@@ -62,6 +64,17 @@ def _manifest(audit: Audit, exported: dict[str, int]) -> dict:
         "dropped_by_tasks": dropped_by_reason(audit),
         **audit.provenance,
     }
+
+
+def _chosen_by(audit: Audit) -> dict[str, dict[str, list[dict]]]:
+    """Per benchmark and score (T, V, V_frame, V_order): the runs whose answers chose the grounded and temporal
+    subsets (model, task, samples file)."""
+    files = {(f.model, f.benchmark): [] for f in audit.runs.used}
+    for f in audit.runs.used:
+        files[(f.model, f.benchmark)].append({"model": f.model, "task": f.task, "samples": str(f.samples_path)})
+    used = audit.panel_used[audit.panel_used["panel"].isin(["T", "V", "V_frame", "V_order"])]
+    return {b: {r["panel"]: [run for m in r["models"] for run in files.get((m, b), [])]
+                for _, r in used[used["benchmark"] == b].iterrows()} for b in used["benchmark"].unique()}
 
 
 def _number(value) -> float | None:
@@ -78,7 +91,8 @@ def _write_all(audit: Audit, folder: Path, out: Path, video_roots: Mapping[str, 
                explorer: bool = True) -> None:
     tables = {"summary": audit.summary, "questions": audit.questions, "filters": audit.filters,
               "sweep": audit.sweep, "headline": audit.headline}
-    optional = {"compare": audit.comparison, "frames": audit.frames, "top_shortcuts": audit.top_shortcuts}
+    optional = {"compare": audit.comparison, "frames": audit.frames, "ladder": audit.ladder,
+                "top_shortcuts": audit.top_shortcuts}
     tables |= {name: table for name, table in optional.items() if not table.empty}
     for name, table in tables.items():
         _write_csv(table, folder / f"{name}.csv")
@@ -88,9 +102,16 @@ def _write_all(audit: Audit, folder: Path, out: Path, video_roots: Mapping[str, 
             write_subset_tasks(folder / "tasks", benchmark, ids, GROUNDED_SUFFIX,
                                description=f"Grounded subset of the visdep audit: S(q) <= {audit.tau:g}.")
             exported[benchmark] = len(ids)
+    temporal = {}
+    for benchmark, ids in audit.temporal_ids().items():
+        if ids:
+            write_subset_tasks(folder / "tasks", benchmark, ids, TEMPORAL_SUFFIX,
+                               description=f"Temporal subset of the visdep audit: S(q) <= {audit.tau:g} and "
+                                           f"V_order(q) >= {audit.settings.tau_order:g}.")
+            temporal[benchmark] = len(ids)
     plots = planned_plots(audit)
-    (folder / "report.md").write_text(report_markdown(audit, out, plots, exported), encoding="utf-8")
-    (folder / MANIFEST).write_text(json.dumps(_manifest(audit, exported), indent=2), encoding="utf-8")
+    (folder / "report.md").write_text(report_markdown(audit, out, plots, exported, temporal), encoding="utf-8")
+    (folder / MANIFEST).write_text(json.dumps(_manifest(audit, exported, temporal), indent=2), encoding="utf-8")
     draw_plots(audit, folder, plots)
     # Further outputs go here, into `folder`: the file list `staged` writes holds whatever the folder holds.
     if explorer:

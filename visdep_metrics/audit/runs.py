@@ -28,7 +28,7 @@ from loguru import logger
 from lmms_eval_tasks.errors import excerpt
 from lmms_eval_tasks.loaders import known_benchmarks
 from lmms_eval_tasks.reading import read_bytes, read_json_text
-from model_adapters.settings import score_settings
+from model_adapters.settings import LADDER_SETTINGS, condition_of, score_settings
 from visdep_metrics.audit.samples import MODES, RunDataError, first_record, read_samples
 
 RESULTS_SUFFIX = "_results.json"
@@ -370,23 +370,46 @@ def _short_name(pretrained: str, parts: int) -> str:
     return "/".join(pretrained.rstrip("/").split("/")[-parts:])
 
 
+def _differing(settings: list[dict[str, str]]) -> set[str]:
+    return {name for s in settings for name in s if len({t.get(name) for t in settings}) > 1}
+
+
+def _suffixes(group: list[tuple]) -> dict[tuple, Settings]:
+    """The settings each model of one checkpoint is named by: those in which its models differ, where a frame
+    condition of the temporal ladder (`settings.condition_of`) is named by its condition (and the frame budget where
+    the order conditions or the full-video models differ in it) and the full-video models by what tells them apart."""
+    settings = {key: dict(key[1]) for key in group}
+    condition = {key: condition_of(s) for key, s in settings.items()}
+    differing = {name for name in _differing(list(settings.values())) if name not in LADDER_SETTINGS}
+    sampled = [s for key, s in settings.items() if condition[key] != "single"]
+    budgets = "max_frames" in _differing(sampled)
+    found = {}
+    for key, s in settings.items():
+        names = set(differing)
+        if condition[key] == "single":
+            names.add("frames")
+        else:
+            if condition[key] != "video":
+                names.add("frame_order")
+            if budgets:
+                names.add("max_frames")
+        found[key] = tuple((name, s.get(name, "default")) for name in sorted(names))
+    return found
+
+
 def name_models(files: Sequence[RunFile], aliases: dict[str, str] | None = None) -> dict[tuple, ModelInfo]:
     """A name and a short label for each model (a checkpoint under one set of score-changing settings).
 
     name = pretrained, plus " [k=v, ...]" listing the settings in which the runs of that checkpoint differ
-    (a setting one run leaves unset reads "default"); label = the last part of pretrained (more parts where two
+    (a setting one run leaves unset reads "default"; a frame condition named by its condition: `_suffixes`);
+    label = the last part of pretrained (more parts where two
     checkpoints share it) with the same suffix. `aliases` (--label NAME=ALIAS) replace labels; NAME may be a
     model's name, its label or its pretrained (when that checkpoint has one model only)."""
     keys = sorted({f.key for f in files})
     by_pretrained: dict[str, list[tuple]] = {}
     for key in keys:
         by_pretrained.setdefault(key[0], []).append(key)
-    suffixes = {}
-    for group in by_pretrained.values():
-        settings = [dict(k[1]) for k in group]
-        differing = sorted({name for s in settings for name in s if len({t.get(name) for t in settings}) > 1})
-        for key, s in zip(group, settings, strict=True):
-            suffixes[key] = tuple((name, s.get(name, "default")) for name in differing)
+    suffixes = {key: suffix for group in by_pretrained.values() for key, suffix in _suffixes(group).items()}
     parts = {p: 1 for p in by_pretrained}
     while True:  # lengthen the labels of checkpoints whose last path parts coincide
         short = {}

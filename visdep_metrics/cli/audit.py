@@ -16,10 +16,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         "audit", help="audit lmms-eval runs of the visdep tasks: BG, VG, T/V/S, filters, grounded tasks, report",
         description="Read lmms-eval output folders (--log_samples runs of the <bench>_blind / <bench>_video tasks) "
                     "and write summary.csv, headline.csv, questions.csv, filters.csv, sweep.csv, top_shortcuts.csv "
-                    "(frames.csv and compare.csv where they apply), report.md, plots, audit.json (provenance: "
-                    "package versions, sha256 of every input) and the grounded task YAMLs (OUT/tasks, for "
-                    "lmms-eval --include_path). A model is a checkpoint under one set of score-changing settings "
-                    "(max_frames, dtype, revision, scoring, ...; the adapter's defaults filled in). Intervals count "
+                    "(frames.csv, ladder.csv and compare.csv where they apply), report.md, plots, audit.json "
+                    "(provenance: package versions, sha256 of every input) and the grounded and temporal task YAMLs "
+                    "(OUT/tasks, for lmms-eval --include_path). A model is a checkpoint under one set of "
+                    "score-changing settings (max_frames, dtype, revision, scoring, ...; the adapter's defaults filled "
+                    "in); runs of one checkpoint with frames=middle or frame_order=shuffled|reversed form its "
+                    "temporal ladder (docs/ladder.md). Intervals count "
                     "the videos and blind prompts questions share (design effects, docs/statistics.md), within each "
                     "category and subset.")
     p.add_argument("run_dirs", nargs="+", metavar="RUN_DIR",
@@ -28,6 +30,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--panel", help="panel YAML, or the name of a shipped one (paper: configs/panels/paper.yaml); "
                                    "default: text-only models form T, VLMs form V")
     p.add_argument("--tau", type=float, help="keep questions with S(q) <= tau (default: the panel's, else 0.1)")
+    p.add_argument("--tau-order", type=float,
+                   help="the temporal subset keeps grounded questions with V_order(q) >= this (default: the panel's "
+                        "tau_order, else 0.1; docs/ladder.md)")
     p.add_argument("--max-hits", type=int, help="LLM-Inspector drops a question answered correctly by more than "
                                                 "this many LLMs (default: the panel's, else 1)")
     p.add_argument("--textual-evidence", default="paper", metavar="NAME",
@@ -88,7 +93,7 @@ def _audit(args) -> int:
     open_twins(args.twin)
     audit = run_audit(args.run_dirs, panel_path=panel, tau=args.tau, max_hits=args.max_hits, tst_dirs=args.tst,
                       baseline=args.baseline, labels=dict(args.label),
-                      textual_evidence=args.textual_evidence)
+                      textual_evidence=args.textual_evidence, tau_order=args.tau_order)
     roots = {benchmark: Path(folder) for benchmark, folder in args.video_root}
     print(write_audit(audit, args.out, inputs, video_roots=roots, explorer=not args.no_explorer) / "report.md")
     return 0
