@@ -196,11 +196,17 @@ def explorer_data(audit: Audit, sheets: dict[tuple[str, str], str], max_frames: 
         values = column(name_)
         return encode(np.full(n, np.nan) if values is None else values.to_numpy(dtype=float), dtype)
 
+    ladder_of = {model: (ladder.video, rung) for ladder in audit.settings.ladders
+                 for rung, model in ladder.rungs().items()}
     return {
-        "tau": audit.tau, "confidence": round(100 * audit.settings.confidence_level),
+        "tau": audit.tau, "tau_order": audit.settings.tau_order,
+        "confidence": round(100 * audit.settings.confidence_level),
         "textual_evidence": audit.settings.textual_evidence,
         "benchmarks": per_benchmark,
-        "models": [{"name": m, "label": audit.label(m), "role": roles.get(m, ""), "video": m in video_models}
+        # a frame condition names its ladder's full-video model and its rung: the page shows it among that model's rows
+        "models": [{"name": m, "label": audit.label(m), "role": roles.get(m, ""), "video": m in video_models,
+                    **({"ladder_of": model_index[ladder_of[m][0]], "rung": ladder_of[m][1]}
+                       if m in ladder_of and ladder_of[m][0] in model_index else {})}
                    for m in models],
         "points": _points(audit, model_index), "sweeps": _sweeps(audit, model_index),
         "frames": {"max_frames": max_frames, "note": frames_note},
@@ -217,6 +223,9 @@ def explorer_data(audit: Audit, sheets: dict[tuple[str, str], str], max_frames: 
             "offsets": encode(offsets, "i4"),
             "T": floats("T", "f4"), "V": floats("V", "f4"), "S": floats("S", "f8"), "s_tst": floats("s_tst", "f4"),
             "has_s_tst": "s_tst" in questions,
+            "V_frame": floats("V_frame", "f4"), "V_order": floats("V_order", "f4"),
+            "has_ladder": "V_order" in questions,
+            "temporal": _decision(column("temporal"), n),
             "grounded": _decision(column("grounded"), n),
             "kept_llm_inspector": _decision(column("kept_llm_inspector"), n),
             "kept_b_clean": _decision(column("kept_b_clean"), n),

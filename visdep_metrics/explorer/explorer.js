@@ -12,6 +12,8 @@ const col = {
   S: decode(Q.S, Float64Array), s_tst: decode(Q.s_tst, Float32Array),
   grounded: decode(Q.grounded, Int8Array), kept_llm_inspector: decode(Q.kept_llm_inspector, Int8Array),
   kept_b_clean: decode(Q.kept_b_clean, Int8Array),
+  V_frame: decode(Q.V_frame, Float32Array), V_order: decode(Q.V_order, Float32Array),
+  temporal: decode(Q.temporal, Int8Array),
 };
 const strings = ([values, codes]) => { const c = decode(codes, Int32Array); return q => c[q] < 0 ? null : values[c[q]]; };
 const category = strings(Q.category), video = strings(Q.video), questionText = strings(Q.question);
@@ -194,8 +196,9 @@ for (let q = 0; q < N; q++) {
   const num = x => Number.isNaN(x) ? null : x;
   rows[q] = [q, benchName(col.bench[q]), Q.question_id[q], category(q) ?? "", questionText(q) || "",
              options(q).map((o, j) => `${LETTERS[j]}. ${o}`).join(" · "), LETTERS[col.answer[q]],
-             num(col.T[q]), num(col.V[q]), num(col.S[q]), num(col.s_tst[q]),
-             decisionText(col.grounded[q]), decisionText(col.kept_llm_inspector[q]), decisionText(col.kept_b_clean[q])];
+             num(col.T[q]), num(col.V[q]), num(col.S[q]), num(col.s_tst[q]), num(col.V_order[q]),
+             decisionText(col.grounded[q]), decisionText(col.temporal[q]), decisionText(col.kept_llm_inspector[q]),
+             decisionText(col.kept_b_clean[q])];
 }
 // A text cell: shown escaped (clipped to `n` characters), searched as typed. DataTables' search joins a row's
 // cells into one string matched by "." patterns, which stop at a line or paragraph separator, so the search data
@@ -212,7 +215,9 @@ const columns = [
   {title: "options", className: "text", ...textCell(120)},
   {title: "answer", ...textCell()}, {title: "T", render: numberCell(3)}, {title: "V", render: numberCell(3)},
   {title: "S", render: numberCell(3)}, {title: "TsT s(x)", render: numberCell(3), visible: Q.has_s_tst},
-  {title: "S-score", ...textCell()}, {title: "LLM-Inspector", ...textCell()}, {title: "B-Clean", ...textCell()}];
+  {title: "V_order", render: numberCell(3), visible: Q.has_ladder},
+  {title: "S-score", ...textCell()}, {title: "temporal", ...textCell(), visible: Q.has_ladder},
+  {title: "LLM-Inspector", ...textCell()}, {title: "B-Clean", ...textCell()}];
 const fBench = document.getElementById("f-benchmark"), fCat = document.getElementById("f-category");
 const fDecision = document.getElementById("f-decision");
 const fSmin = document.getElementById("f-smin"), fSmax = document.getElementById("f-smax");
@@ -265,16 +270,25 @@ function openQuestion(q) {
     `<li class="${j === answer ? "answer" : ""}">${esc(o)}${j === answer ? " ✓" : ""}</li>`).join("");
   document.getElementById("q-scores").innerHTML = `T = ${fmt(col.T[q])}, V = ${fmt(col.V[q])}, S = ${fmt(col.S[q])}` +
     (Q.has_s_tst ? `, TsT s(x) = ${fmt(col.s_tst[q])}` : "") + ` · S-score: ${decisionText(col.grounded[q])} (τ = ${D.tau})` +
-    ` · LLM-Inspector: ${decisionText(col.kept_llm_inspector[q])} · B-Clean: ${decisionText(col.kept_b_clean[q])}`;
+    ` · LLM-Inspector: ${decisionText(col.kept_llm_inspector[q])} · B-Clean: ${decisionText(col.kept_b_clean[q])}` +
+    (Q.has_ladder ? ` · V_frame = ${fmt(col.V_frame[q])}, V_order = ${fmt(col.V_order[q])}, temporal: ` +
+                    `${decisionText(col.temporal[q])} (V_order ≥ ${D.tau_order})` : "");
   const start = col.offsets[q];
   let html = "<tr><th>model</th><th>role</th><th>input</th>" +
     [...Array(k).keys()].map(j => `<th class="${j === answer ? "answer" : ""}">${LETTERS[j]}</th>`).join("") + "</tr>";
+  // each model's rows, its temporal ladder among them: blind, one frame, shuffled, reversed, then the video
+  const RUNGS = {single: "one frame", shuffled: "shuffled", reversed: "reversed"};
+  const rungsOf = i => D.models.map((c, j) => [c, j]).filter(([c]) => c.ladder_of === i)
+    .sort(([a], [b]) => Object.keys(RUNGS).indexOf(a.rung) - Object.keys(RUNGS).indexOf(b.rung));
   D.models.forEach((m, i) => {
-    for (const mode of ["blind", "video"]) {
-      const a = answers[i] && answers[i][mode];
+    if (m.ladder_of !== undefined) return;  // shown with its full-video model
+    const shown = [[m, i, "blind", "blind"], ...rungsOf(i).map(([c, j]) => [c, j, "video", RUNGS[c.rung]]),
+                   [m, i, "video", "video"]];
+    for (const [model, index, mode, input] of shown) {
+      const a = answers[index] && answers[index][mode];
       if (!a || a.p[start] === 255) continue;
-      html += `<tr><td>${esc(m.label)}</td><td>${esc(m.role)}</td><td>${mode}</td>` + [...Array(k).keys()].map(j =>
-        `<td class="p${a.pick[q] === j ? " pick" : ""}" data-model="${esc(m.name)}" data-mode="${mode}" data-option="${j}">` +
+      html += `<tr><td>${esc(m.label)}</td><td>${esc(m.role)}</td><td>${input}</td>` + [...Array(k).keys()].map(j =>
+        `<td class="p${a.pick[q] === j ? " pick" : ""}" data-model="${esc(model.name)}" data-mode="${mode}" data-option="${j}">` +
         `${(a.p[start + j] / 100).toFixed(2)}</td>`).join("") + "</tr>";
     }
   });
