@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 from loguru import logger
 
+from model_adapters.settings import MIDDLE_FRAME
 from visdep_metrics.audit.compute import Audit
 from visdep_metrics.parallel import forked_map
 
@@ -23,9 +24,12 @@ DEFAULT_MAX_FRAMES = 16  # visdep_vlm's default (model_adapters.settings), for V
 
 
 def audit_max_frames(audit: Audit) -> int | None:
-    """The frames per video the audit's VLMs saw: the most any of them saw (None without a video run)."""
+    """The frames per video the audit's VLMs saw: the most any of them saw (None without a video run); a
+    single-frame condition of the temporal ladder (`frames=middle`) has no budget and does not count."""
     vlms = {f.model for f in audit.runs.used if f.mode == "video"}
-    seen = [audit.runs.model_info[m].max_frames or DEFAULT_MAX_FRAMES for m in vlms if m in audit.runs.model_info]
+    info = audit.runs.model_info
+    seen = [info[m].max_frames or DEFAULT_MAX_FRAMES for m in vlms
+            if m in info and dict(info[m].settings).get("frames") != MIDDLE_FRAME]
     return max(seen) if seen else None
 
 
