@@ -14,8 +14,12 @@ are read and computed by forked processes side by side, one per core (`--process
 process), so memory is the peak of the RSS summed over all its processes (sampled every 50 ms; an upper bound, as
 pages a child shares with its parent count twice).
 
-    python bench/bench_audit.py [--questions 100000] [--models 10] [--processes N] [--no-prompt-ids]
+    python bench/bench_audit.py [--questions 100000] [--models 10] [--processes N] [--no-prompt-ids] [--ladder]
                                 [--workdir DIR] [--keep]
+
+`--ladder` adds the temporal ladder's runs (docs/ladder.md): every VLM of the panel and every held-out one also run
+with `frames=middle` and with `frame_order=shuffled`, video tasks only (the audit gives them their checkpoint's
+blind answers), so the audit also finds the ladders, computes ladder.csv, V_frame, V_order and the temporal subset.
 
 Generating the tree takes 15 s to a minute and is not timed.
 """
@@ -98,24 +102,32 @@ def write_samples(args) -> None:
                     f'option\'s letter from the given choices directly."}}\n')
 
 
-def write_tree(root: Path, n_questions: int, n_models: int, prompt_ids: bool) -> list[str]:
+# the ladder's conditions (--ladder): model_args added to the full-video run's, the folder's suffix
+CONDITIONS = {"single": "frames=middle", "shuffled": "max_frames=16,frame_order=shuffled"}
+
+
+def write_tree(root: Path, n_questions: int, n_models: int, prompt_ids: bool, ladder: bool = False) -> list[str]:
     per_benchmark = n_questions // len(BENCHMARKS)
     qs = {b: questions(b, per_benchmark, seed) for seed, b in enumerate(BENCHMARKS)}
     models = [f"org/model-{m}" for m in range(n_models)]
+    runs = [(m, model, "", "max_frames=16", ("blind", "video")) for m, model in enumerate(models)]
+    if ladder:  # every VLM of the panel (models 3..) under each condition, video tasks only
+        runs += [(n_models * (c + 1) + m, model, f"_{name}", args, ("video",))
+                 for c, (name, args) in enumerate(CONDITIONS.items()) for m, model in enumerate(models) if m >= 3]
     jobs = []
-    for m, model in enumerate(models):
-        folder = root / model.replace("/", "__")
+    for seed, model, suffix, args, modes in runs:
+        folder = root / (model.replace("/", "__") + suffix)
         folder.mkdir(parents=True)
-        tasks = [f"{b}_{mode}" for b in BENCHMARKS for mode in ("blind", "video")]
+        tasks = [f"{b}_{mode}" for b in BENCHMARKS for mode in modes]
         results = {"results": {t: {"alias": t} for t in tasks},
                    "configs": {t: {"task": t, "tag": f"visdep_{t.rsplit('_', 1)[1]}"} for t in tasks},
-                   "config": {"model": "visdep_vlm", "model_args": f"pretrained={model},max_frames=16"},
+                   "config": {"model": "visdep_vlm", "model_args": f"pretrained={model},{args}"},
                    "n-samples": {t: {"original": per_benchmark, "effective": per_benchmark} for t in tasks},
                    "date": DATE}
         (folder / f"{DATE}_results.json").write_text(json.dumps(results))
         for b in BENCHMARKS:
-            for mode in ("blind", "video"):
-                jobs.append((folder / f"{DATE}_samples_{b}_{mode}.jsonl", b, mode, qs[b], m, prompt_ids))
+            for mode in modes:
+                jobs.append((folder / f"{DATE}_samples_{b}_{mode}.jsonl", b, mode, qs[b], seed, prompt_ids))
     with Pool(2) as pool:
         pool.map(write_samples, jobs)
     return models
@@ -174,12 +186,17 @@ def main() -> int:
     parser.add_argument("--no-prompt-ids", action="store_true",
                         help="records without prompt_id, as written before visdep recorded it: the audit then "
                              "resamples videos only")
+    parser.add_argument("--ladder", action="store_true",
+                        help="add the temporal ladder's runs: each VLM also with frames=middle and "
+                             "frame_order=shuffled "
+                             "(video tasks only)")
     parser.add_argument("--workdir", type=Path, help="where to write the tree (default: a temporary folder)")
     parser.add_argument("--keep", action="store_true", help="keep the tree and the audit output")
     args = parser.parse_args()
     work = args.workdir or Path(tempfile.mkdtemp(prefix="bench_audit_"))
     runs, out, panel, marker = work / "runs", work / "audit", work / "panel.yaml", work / "tree.json"
-    shape = {"questions": args.questions, "models": args.models, "prompt_ids": not args.no_prompt_ids, "format": 4}
+    shape = {"questions": args.questions, "models": args.models, "prompt_ids": not args.no_prompt_ids, "format": 4,
+             "ladder": args.ladder}
     if out.exists():
         shutil.rmtree(out)
     if marker.is_file() and json.loads(marker.read_text()) == shape:
@@ -188,13 +205,15 @@ def main() -> int:
         if runs.exists():
             shutil.rmtree(runs)
         start = time.perf_counter()
-        models = write_tree(runs, args.questions, args.models, not args.no_prompt_ids)
+        models = write_tree(runs, args.questions, args.models, not args.no_prompt_ids, args.ladder)
         panel.write_text(json.dumps({"text_llms": models[:3], "vlms": models[3:8], "held_out": models[8:]}))
         marker.write_text(json.dumps(shape))
         print(f"tree written in {time.perf_counter() - start:.1f} s (not timed)")
     size_mb = sum(p.stat().st_size for p in runs.rglob("*.jsonl")) / 2**20
-    print(f"tree: {args.questions} questions x {args.models} models x blind/video = "
-          f"{2 * args.questions * args.models} sample lines, {size_mb:.0f} MB")
+    lines = sum(1 for _ in runs.rglob("*.jsonl")) * (args.questions // len(BENCHMARKS))
+    print(f"tree: {args.questions} questions x {args.models} models x blind/video"
+          f"{' + the ladder (frames=middle, frame_order=shuffled) of each VLM' if args.ladder else ''} = "
+          f"{lines} sample lines, {size_mb:.0f} MB")
     for path in runs.rglob("*.jsonl"):  # read once so the timed run does not measure a cold disk
         with open(path, "rb") as f:
             while f.read(1 << 24):

@@ -17,9 +17,8 @@ slice threading): the frames are the same whatever the number, frame by frame (t
 B-frames, in order and by seeking, and on MPEG-4 Part 2).
 
 The frame conditions of the temporal ladder (docs/ladder.md) are settings of a `FrameSource` too:
-`frames="middle"` shows one frame, the middle one (`frame_indices`), not the first: a clip's first frame is the one
-most often a black fade-in, a title card or the scene before anything happens, the frame least like what a question
-asks about, so a single-frame condition built on it would overstate what the video adds. `frame_order="shuffled"` or
+`frames="middle"` shows one frame, the middle one (`frame_indices`), not the first: a clip cut around an event opens
+before it, so a single-frame condition built on its first frame would overstate what the rest of the video adds. `frame_order="shuffled"` or
 `"reversed"` shows the same sampled frames with their pixels permuted and their timing unchanged (`metadata` keeps
 the sampled indices in order): the model sees the same moments at the same timestamps, only out of order. The
 shuffle is seeded by the video's content (`content_seed`), so every model, engine and rerun sees one order per video.
