@@ -92,7 +92,10 @@ def test_twins_of_three_upstream_tasks_run_audit_and_export_grounded_tasks(tmp_p
     llm = ["--model", "visdep_llm", "--model_args", f"pretrained={gguf.parent},gguf_file={GGUF},device=cpu"]
     vlm = ["--model", "visdep_vlm", "--model_args",
            f"pretrained={tiny_models['qwen2_5_vl']},device=cpu,dtype=float32,max_frames=4"]
-    plan = {"smollm2": [*llm, "--tasks", blind], "qwen": [*vlm, "--tasks", f"{blind},{video}"]}
+    # the temporal ladder's shuffled condition of the same VLM, video tasks only (docs/ladder.md)
+    shuffled = [*vlm[:3], vlm[3] + ",frame_order=shuffled"]
+    plan = {"smollm2": [*llm, "--tasks", blind], "qwen": [*vlm, "--tasks", f"{blind},{video}"],
+            "qwen_shuffled": [*shuffled, "--tasks", video]}
 
     def run(name: str) -> None:
         proc = run_lmms_eval([*plan[name], "--include_path", str(twins), "--batch_size", "4"],
@@ -122,6 +125,11 @@ def test_twins_of_three_upstream_tasks_run_audit_and_export_grounded_tasks(tmp_p
         rows = questions[questions["benchmark"] == f"{task}_visdep"]
         assert sorted(rows["question_id"]) == sorted(ids)
         grounded[task] = rows.loc[rows["grounded"], "question_id"].tolist()
+        assert rows["V_order"].notna().all()  # the twin's ladder: the shuffled run's probabilities against the video's
+    ladder = pd.read_csv(audit / "ladder.csv")
+    full = ladder[(ladder["subset"] == "full") & (ladder["category"] == "all")]
+    assert sorted(full["benchmark"]) == sorted(f"{t}_visdep" for t in DOCUMENTS)
+    assert full["shuffled_model"].str.endswith("[frame_order=shuffled]").all() and full["acc_shuffled"].notna().all()
     exported = [t for t, kept in grounded.items() if kept]
     assert exported, f"no grounded question in any twin: {grounded}"
     assert {p.name for p in (audit / "tasks").glob("*_video_grounded.yaml")} == {
