@@ -254,6 +254,7 @@ def test_defaults_are_filled_in_before_runs_are_told_apart(tiny_models):
     written = VisdepVLM(pretrained=path, device="cpu", batch_size=4, max_frames="16", frame_folder_fps=30.0,
                         dtype="auto")
     assert default.run_settings == written.run_settings == {"dtype": "auto", "frame_folder_fps": "30",
+                                                            "frame_order": "original", "frames": "uniform",
                                                             "max_frames": "16"}
     assert default.model_identity() == written.model_identity()
     fewer = VisdepVLM(pretrained=path, device="cpu", max_frames=8)
@@ -282,7 +283,8 @@ def test_the_results_file_records_the_model(tiny_models, fixture_env, tmp_path):
     default, written = records
     assert default == written
     assert default["adapter"] == "visdep_vlm" and default["pretrained"] == str(checkpoint)
-    assert default["settings"] == {"dtype": "auto", "frame_folder_fps": "30", "max_frames": "16"}
+    assert default["settings"] == {"dtype": "auto", "frame_folder_fps": "30", "frame_order": "original",
+                                   "frames": "uniform", "max_frames": "16"}
     assert default["checkpoint"] == {"identity": documented_folder_identity(checkpoint),
                                      "source": f"folder {checkpoint.resolve()}"}
 

@@ -196,6 +196,7 @@ def runs(fixture_env, tmp_path_factory):
         "hf_internvl": ("hf", "visdep_vlm", internvl, hf_args, "vru_accident_video", []),
         "hf_llava": ("hf", "visdep_vlm", llava, hf_args, "vru_accident_video", []),
         "hf_bf16": ("hf", "visdep_vlm", qwen_vl, "device=cpu,dtype=bfloat16", VLM_TASKS, []),
+        "hf_shuffled": ("hf", "visdep_vlm", qwen_vl, f"{hf_args},frame_order=shuffled", "vru_accident_video", []),
         # the store's runs in their order: the Hugging Face engine's values first, then vLLM's twice
         "vllm_letter": ("letter", "visdep_vllm", qwen_vl, vllm_args, VLM_TASKS, cache),
         "vllm_llm": ("letter", "visdep_vllm", qwen2, vllm_args, "vru_accident_blind", []),
@@ -204,6 +205,8 @@ def runs(fixture_env, tmp_path_factory):
         "vllm_llava": ("letter", "visdep_vllm", llava, vllm_args, "vru_accident_video", []),
         "vllm_llava_later_hub": ("letter", "visdep_vllm", llava_later_hub, vllm_args, "vru_accident_video", []),
         "vllm_bf16": ("letter", "visdep_vllm", qwen_vl, vllm_args.replace("float32", "bfloat16"), VLM_TASKS, []),
+        "vllm_shuffled": ("letter", "visdep_vllm", qwen_vl, f"{vllm_args},frame_order=shuffled", "vru_accident_video",
+                          []),
         "vllm_option": ("option", "visdep_vllm", qwen_vl, f"{vllm_args},scoring=option", VLM_TASKS, []),
         "vllm_resumed": ("resumed", "visdep_vllm", qwen_vl, vllm_args, VLM_TASKS, cache),
     }
@@ -307,6 +310,20 @@ def test_text_llm_blind_equals_visdep_llm(runs):
 def test_qwen25_vl_equals_visdep_vlm(runs, task, scoring):
     assert_same_answers(runs["outs"][f"hf_{scoring}"], runs["outs"][f"vllm_{scoring}"], task)
     assert {s["visdep"]["scoring"] for s in read_samples(runs["outs"][f"vllm_{scoring}"], task)} == {scoring}
+
+
+@pytest.mark.slow
+def test_shuffled_frames_reach_vllm_as_they_reach_visdep_vlm(runs):
+    """The temporal ladder's condition is the engines' shared FrameSource's: vLLM scores the shuffled frames as the
+    Hugging Face engine does, and they are not the ordered frames (the values move)."""
+    outs = runs["outs"]
+    assert_same_answers(outs["hf_shuffled"], outs["vllm_shuffled"], "vru_accident_video")
+    ordered = samples_by_question(outs["hf_letter"], "vru_accident_video")
+    shuffled = samples_by_question(outs["vllm_shuffled"], "vru_accident_video")
+    moved = max(float(np.abs(np.array(ordered[q]["visdep"]["option_logprobs"])
+                             - np.array(shuffled[q]["visdep"]["option_logprobs"])).max()) for q in ordered)
+    assert moved > 10 * TOLERANCE, moved
+    assert read_results(outs["vllm_shuffled"])["visdep"]["model"]["settings"]["frame_order"] == "shuffled"
 
 
 @pytest.mark.slow
