@@ -23,6 +23,12 @@ import numpy as np
 DF_MAX = 1e9  # degrees of freedom past which t is the normal quantile (a variance estimated from nothing)
 
 
+def effective_units(units: np.ndarray) -> float:
+    """Kish's effective number of units of questions labelled by `units`: N / ν = N² / Σ n_u²."""
+    sizes = np.unique(np.asarray(units), return_counts=True)[1].astype(np.float64)
+    return float(sizes.sum() ** 2 / (sizes**2).sum())
+
+
 def effective_clusters(sizes: np.ndarray, rho: np.ndarray) -> np.ndarray:
     """(Σ v_g)² / Σ v_g² per value of rho (rows,), v_g = n_g (1 + ρ (n_g − 1)) the variance of cluster g's sum under
     an exchangeable working model with intraclass correlation ρ: how many clusters a sum of their squares rests on."""

@@ -111,11 +111,6 @@ def _units(labels: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
     return unit, sizes, float((sizes**2).sum() / len(unit))
 
 
-def effective_units(units: ArrayLike) -> float:
-    """Kish's effective number of units of questions labelled by `units`: N / ν = N² / Σ n_u²."""
-    return len(np.asarray(units)) / _units(np.asarray(units))[2]
-
-
 def units_per_group(groups: ArrayLike, units: ArrayLike | None = None) -> np.ndarray:
     """How many units (videos, prompts) hold at least one question of each group. groups: (G, n) booleans."""
     member = np.asarray(groups, dtype=bool)

@@ -24,12 +24,12 @@ from visdep_metrics.audit.diagnostics import subset_diagnostics
 from visdep_metrics.audit.pairing import BenchmarkResults
 from visdep_metrics.audit.panels import CONDITION_ROLE
 from visdep_metrics.audit.runs import FRAMES_SETTING, ModelInfo
+from visdep_metrics.degrees_of_freedom import effective_units
 from visdep_metrics.stats import (
     WILD,
     Intervals,
     T,
     crossed_intervals,
-    effective_units,
     holm,
     labels,
     shares_prompts,

@@ -32,7 +32,6 @@ and the subset that needs the video as a video: grounded (S(q) <= τ) and V_orde
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -41,37 +40,21 @@ import pandas as pd
 from model_adapters.settings import LADDER_SETTINGS
 from model_adapters.settings import condition_of as rung_of
 from visdep_metrics.audit.diagnostics import visual_necessity
+from visdep_metrics.audit.intervals import Design, comparison_rows, few_prompts_note
 from visdep_metrics.audit.panels import CONDITION_ROLE, DEFAULT_TAU_ORDER  # noqa: F401 (named here for readers)
 from visdep_metrics.audit.runs import ModelInfo
+from visdep_metrics.audit.settings import AuditSettings, Ladder
 from visdep_metrics.stats import WILD, crossed_intervals, holm
 
 if TYPE_CHECKING:
-    from visdep_metrics.audit.intervals import Design
     from visdep_metrics.audit.pairing import BenchmarkResults
-    from visdep_metrics.audit.settings import AuditSettings
 
-RUNGS = ("single", "shuffled", "reversed")  # the conditions, in the order the tables show them
 GAINS = {"frame_gain": "single", "order_gain": "shuffled", "order_gain_reversed": "reversed"}
 TEMPORAL_SUFFIX = "temporal"
 
 
 def _checkpoint_key(info: ModelInfo) -> tuple:
     return info.pretrained, tuple((k, v) for k, v in info.settings if k not in LADDER_SETTINGS)
-
-
-@dataclass(frozen=True)
-class Ladder:
-    """One checkpoint's rungs: the full-video model and each condition's model (None where it was not run)."""
-
-    video: str
-    max_frames: int | None
-    single: str | None = None
-    shuffled: str | None = None
-    reversed: str | None = None
-
-    def rungs(self) -> dict[str, str]:
-        """condition -> model, for the conditions that were run."""
-        return {rung: model for rung in RUNGS if (model := getattr(self, rung)) is not None}
 
 
 def find_ladders(model_info: Mapping[str, ModelInfo], vision_models: set[str]) -> list[Ladder]:
@@ -138,8 +121,6 @@ def ladder_rows(bench: BenchmarkResults, scores: pd.DataFrame, subsets: dict[str
                 ladders: list[Ladder], settings: AuditSettings, design: Design) -> list[dict]:
     """Per ladder, subset and category: each rung's accuracy with its interval (from the summary's rows) and FG, OG,
     OGr with paired intervals and raw p-values (`adjust_ladder` adds the adjusted ones)."""
-    from visdep_metrics.audit.intervals import comparison_rows, few_prompts_note
-
     groups = ladder_groups(scores, subsets)
     accuracy = {(r["model"], r["subset"], r["category"]): r for r in summary}
     rows = []
@@ -189,8 +170,6 @@ def ladder_rows(bench: BenchmarkResults, scores: pd.DataFrame, subsets: dict[str
 def share_interval(bench: BenchmarkResults, keep: np.ndarray, confidence_level: float) -> tuple[float, float, float]:
     """The share of a benchmark's questions in a subset (`keep`), with the interval of a proportion over the videos
     and prompts its questions share (`intervals.Design`): (share, low, high), in [0, 1]."""
-    from visdep_metrics.audit.intervals import Design
-
     design = Design.of(bench)
     values = np.asarray(keep, dtype=np.float64)[None, :]
     found = crossed_intervals(values, np.ones((1, len(keep)), dtype=bool), design.videos, design.prompts,

@@ -370,29 +370,22 @@ def _short_name(pretrained: str, parts: int) -> str:
     return "/".join(pretrained.rstrip("/").split("/")[-parts:])
 
 
-def _differing(settings: list[dict[str, str]]) -> set[str]:
-    return {name for s in settings for name in s if len({t.get(name) for t in settings}) > 1}
-
-
 def _suffixes(group: list[tuple]) -> dict[tuple, Settings]:
-    """The settings each model of one checkpoint is named by: those in which its models differ, where a frame
-    condition of the temporal ladder (`settings.condition_of`) is named by its condition (and the frame budget where
-    the order conditions or the full-video models differ in it) and the full-video models by what tells them apart."""
+    """The settings each model of one checkpoint is named by: those its models differ in, where a frame condition of
+    the temporal ladder (`settings.condition_of`) is named by its condition (and the frame budget where the models
+    that sample frames differ in it) and a full-video model by what tells it from the others."""
     settings = {key: dict(key[1]) for key in group}
+
+    def differing(among) -> set[str]:
+        return {name for s in among for name in s if len({t.get(name) for t in among}) > 1}
+
     condition = {key: condition_of(s) for key, s in settings.items()}
-    differing = {name for name in _differing(list(settings.values())) if name not in LADDER_SETTINGS}
-    sampled = [s for key, s in settings.items() if condition[key] != "single"]
-    budgets = "max_frames" in _differing(sampled)
+    budgets = "max_frames" in differing([s for key, s in settings.items() if condition[key] != "single"])
     found = {}
     for key, s in settings.items():
-        names = set(differing)
-        if condition[key] == "single":
-            names.add("frames")
-        else:
-            if condition[key] != "video":
-                names.add("frame_order")
-            if budgets:
-                names.add("max_frames")
+        names = {name for name in differing(list(settings.values())) if name not in LADDER_SETTINGS}
+        names |= ({"frames"} if condition[key] == "single" else {"frame_order"} if condition[key] != "video"
+                  else set()) | ({"max_frames"} if budgets and condition[key] != "single" else set())
         found[key] = tuple((name, s.get(name, "default")) for name in sorted(names))
     return found
 
@@ -401,10 +394,9 @@ def name_models(files: Sequence[RunFile], aliases: dict[str, str] | None = None)
     """A name and a short label for each model (a checkpoint under one set of score-changing settings).
 
     name = pretrained, plus " [k=v, ...]" listing the settings in which the runs of that checkpoint differ
-    (a setting one run leaves unset reads "default"; a frame condition named by its condition: `_suffixes`);
-    label = the last part of pretrained (more parts where two
-    checkpoints share it) with the same suffix. `aliases` (--label NAME=ALIAS) replace labels; NAME may be a
-    model's name, its label or its pretrained (when that checkpoint has one model only)."""
+    (a setting one run leaves unset reads "default"; a frame condition named by its condition: `_suffixes`); label =
+    the last part of pretrained (more parts where two checkpoints share it) with the same suffix. `aliases` (--label
+    NAME=ALIAS) replace labels; NAME may be a model's name, its label or its pretrained (one model of it only)."""
     keys = sorted({f.key for f in files})
     by_pretrained: dict[str, list[tuple]] = {}
     for key in keys:

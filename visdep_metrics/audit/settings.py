@@ -7,15 +7,28 @@ each other.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from lmms_eval_tasks.errors import OptionError
 from visdep_metrics.audit.diagnostics import TEXTUAL_EVIDENCE
 from visdep_metrics.audit.nonvisual import StressTest
 from visdep_metrics.audit.panels import Panel
 
-if TYPE_CHECKING:
-    from visdep_metrics.audit.ladder import Ladder
+RUNGS = ("single", "shuffled", "reversed")  # the temporal ladder's conditions, in the order the tables show them
+
+
+@dataclass(frozen=True)
+class Ladder:
+    """One checkpoint's rungs: the full-video model and each condition's model (None where it was not run)."""
+
+    video: str
+    max_frames: int | None
+    single: str | None = None
+    shuffled: str | None = None
+    reversed: str | None = None
+
+    def rungs(self) -> dict[str, str]:
+        """condition -> model, for the conditions that were run."""
+        return {rung: model for rung in RUNGS if (model := getattr(self, rung)) is not None}
 
 
 @dataclass(frozen=True)

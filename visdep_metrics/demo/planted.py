@@ -1,10 +1,17 @@
-"""A traffic benchmark with planted truth: which questions the video decides, which the text gives away.
+"""A traffic benchmark with planted truth: which questions the video decides, which the text gives away, and which
+only the frames in their order decide.
 
-Every clip shows one vehicle of one colour crossing the frame. Each clip is asked four questions, and each
-question is planted as one of these types (a side file records it; the tasks never see it):
+Every clip shows one vehicle of one colour crossing the frame in one of four directions (left to right, right to
+left, top to bottom, bottom to top), drawn per clip. Each clip is asked five questions, and each question is planted
+as one of these types (a side file records it; the tasks never see it):
 
-- `video_only` (the video decides; the text does not give it away): "What colour is the vehicle that crosses
-  the road?", four colours, shuffled.
+- `video_only` (the video decides, any one frame of it; the text does not give it away): "What colour is the
+  vehicle that crosses the road?", four colours, shuffled.
+- `order` (only the frames in their order decide): "Which way does the vehicle cross the road?", the four
+  directions, shuffled. The vehicle passes the centre of the picture at the clip's middle frame whatever its
+  direction, so that frame alone shows the same picture for all four; a clip and its reverse are the same frames in
+  the opposite order (up and down: the same, transposed), so the frames as a set tell the axis (across or up and
+  down) and never the direction. One frame leaves all four directions (chance, 1/4), the frames out of order two.
 - `both` (the video decides and the text gives it away): a colour question naming a vehicle whose colour is
   always the same ("the taxi": yellow).
 - `text_only` (the text gives it away; the video does not decide): accident reason, one of three recurring
@@ -21,10 +28,10 @@ share of colour questions that name the vehicle.
 
 Two splits share only the patterns: the recurring correct phrases and their negated copies
 (`CANONICAL_REASONS`), the give-away words with their advice (`CUES`), the named vehicles with their colours,
-and the plain colour question. Everything else, question wordings, made-up reasons, advice distractors and
-names, comes from one pool per split (`POOLS`), so no question the text can answer, mislead on or leave open
-occurs in both splits word for word: what a model carries from training to the test is a pattern, not a
-memorised item. Only the plain colour question repeats, as its answer is the clip's.
+and the plain colour and direction questions. Everything else, question wordings, made-up reasons, advice
+distractors and names, comes from one pool per split (`POOLS`), so no question the text can answer, mislead on or
+leave open occurs in both splits word for word: what a model carries from training to the test is a pattern, not a
+memorised item. Only the plain colour and direction questions repeat, as their answer is the clip's.
 
 `write_planted(root, config)` lays the test split out as the official VRU-Accident download (annotation JSON
 files and mp4 clips; `VRU_ACCIDENT_ROOT` points at it) plus `planted.csv`; `planted_clips(config, "train",
@@ -52,12 +59,17 @@ CANONICAL_REASONS = {"the driver was looking at a phone": "the driver was not lo
                      "the truck turned without signalling": "the truck never turned without signalling"}
 CUES = {"texting": "put the phone away", "speeding": "slow down before the crossing",
         "drowsy": "stop and take a rest", "drunk": "never drink and drive"}
-CATEGORIES = ("vehicle colour", "accident reason", "prevention method", "driver name")
+CATEGORIES = ("vehicle colour", "vehicle direction", "accident reason", "prevention method", "driver name")
 PATTERNS = ("named vehicle", "recurring phrase", "negated copy", "give-away word")
 TEXT_SOLVABLE = ("text_only", "both")
-VIDEO_DECIDES = ("video_only", "both")
+VIDEO_DECIDES = ("video_only", "both", "order")
 SPLITS = ("train", "test")
-FRAMES, SIDE, FPS = 8, 56, 4
+# the directions a vehicle crosses in: the first two along the road (left and right), the last two across it
+DIRECTIONS = ("from left to right", "from right to left", "from top to bottom", "from bottom to top")
+ORDER_QUESTION = "Which way does the vehicle cross the road?"
+ONLY_VIDEO = ("video_only", "order")  # nothing but the clip decides them
+# FRAMES odd: its middle frame, the one `frames=middle` shows ((FRAMES - 1) // 2), has the vehicle at the centre
+FRAMES, SIDE, VEHICLE, FPS = 9, 56, 28, 4
 
 
 @dataclass(frozen=True)
@@ -138,18 +150,25 @@ class PlantedQuestion:
     pattern: str  # the text pattern it carries (`PATTERNS`), "none" without one
 
 
-def clip(colour: str, rng: np.random.Generator) -> np.ndarray:
-    """(FRAMES, SIDE, SIDE, 3) uint8: a 28-pixel square of `colour` crossing a dark background left to right or
-    right to left (a vehicle this size is what a tiny vision tower learns to see in a few hundred steps)."""
+def clip(colour: str, direction: str, rng: np.random.Generator) -> np.ndarray:
+    """(FRAMES, SIDE, SIDE, 3) uint8: a VEHICLE-pixel square of `colour` crossing a dark background in `direction`
+    (a vehicle this size is what a tiny vision tower learns to see in a few hundred steps), through the centre of the
+    picture: left to right along the middle row, each other direction that clip reversed in time and/or transposed.
+    So the middle frame is the same picture whatever the direction, and the frames without their order show the
+    axis only."""
+    if direction not in DIRECTIONS:
+        raise ValueError(f"unknown direction {direction!r}; expected one of {', '.join(DIRECTIONS)}")
     frames = np.empty((FRAMES, SIDE, SIDE, 3), dtype=np.uint8)
     frames[:] = rng.integers(0, 50, 3, dtype=np.uint8)
-    row = int(rng.integers(0, SIDE - 28))
-    leftwards = bool(rng.integers(2))
+    row = (SIDE - VEHICLE) // 2
     for t in range(FRAMES):
-        x = int(t * (SIDE - 28) / (FRAMES - 1))
-        x = SIDE - 28 - x if leftwards else x
-        frames[t, row:row + 28, x:x + 28] = COLOURS[colour]
-    return frames
+        x = int(round(t * (SIDE - VEHICLE) / (FRAMES - 1)))
+        frames[t, row:row + VEHICLE, x:x + VEHICLE] = COLOURS[colour]
+    if direction in DIRECTIONS[2:]:
+        frames = frames.transpose(0, 2, 1, 3)
+    if direction in (DIRECTIONS[1], DIRECTIONS[3]):
+        frames = frames[::-1]
+    return np.ascontiguousarray(frames)
 
 
 def _pick(items, rng: np.random.Generator, k: int | None = None):
@@ -203,8 +222,12 @@ def clip_plans(config: PlantedConfig, rng: np.random.Generator) -> list[ClipPlan
             for i in range(n)]
 
 
-def question(category: str, colour: str, plan: ClipPlan, pools: Pools, rng: np.random.Generator) -> PlantedQuestion:
-    """The question of `category` about a clip of `colour` as `plan` says, its surface forms drawn from `pools`."""
+def question(category: str, colour: str, plan: ClipPlan, pools: Pools, rng: np.random.Generator,
+             direction: str = DIRECTIONS[0]) -> PlantedQuestion:
+    """The question of `category` about a clip of `colour` crossing in `direction` as `plan` says, its surface forms
+    drawn from `pools`."""
+    if category == "vehicle direction":
+        return _planted(category, ORDER_QUESTION, list(DIRECTIONS), direction, "order", "none", rng)
     if category == "vehicle colour":
         if plan.named:
             vehicle = next(v for v, c in VEHICLES.items() if c == colour)
@@ -251,9 +274,9 @@ def planted_clips(config: PlantedConfig, split: str, stream: tuple[int, ...] = (
         raise ValueError(f"the test split takes no stream, a training split positive integers; got {split} {stream}")
     rng = np.random.default_rng([config.seed, *stream] if stream else [config.seed, 0])
     for plan in clip_plans(config, rng):
-        colour = _pick(list(COLOURS), rng)
-        frames = clip(colour, rng)
-        yield frames, [question(c, colour, plan, POOLS[split], rng) for c in CATEGORIES]
+        colour, direction = _pick(list(COLOURS), rng), _pick(DIRECTIONS, rng)
+        frames = clip(colour, direction, rng)
+        yield frames, [question(c, colour, plan, POOLS[split], rng, direction) for c in CATEGORIES]
 
 
 def write_planted(root: str | Path, config: PlantedConfig) -> dict[str, str]:
@@ -272,7 +295,8 @@ def write_planted(root: str | Path, config: PlantedConfig) -> dict[str, str]:
             truth.append({"question_id": record.question_id, "video": record.video_path, "category": q.category,
                           "planted_type": q.planted_type, "pattern": q.pattern,
                           "text_solvable": q.planted_type in TEXT_SOLVABLE,
-                          "video_decides": q.planted_type in VIDEO_DECIDES})
+                          "video_decides": q.planted_type in VIDEO_DECIDES,
+                          "needs_order": q.planted_type == "order"})
         clips[questions[-1].video_path] = frames
     write_vru_accident(root, questions, clips, fps=FPS)
     with open(root / "planted.csv", "w", newline="") as f:
