@@ -132,7 +132,10 @@ def test_a_gain_over_a_few_dominant_prompts_is_flagged_with_its_effective_prompt
     monkeypatch.setattr(ladder_runs, "planted_questions", lambda: planted_questions(n_videos=160, per_video=1))
     monkeypatch.setattr(ladder_runs, "visdep_record", _with_prompt(ladder_runs.visdep_record))
     write_ladder_runs(tmp_path / "runs")
-    audit = run_audit([tmp_path / "runs"])
+    audit = run_audit([tmp_path / "runs"], baseline=VLMS[0])
+    compared = audit.comparison[audit.comparison["limit_note"] != ""]
+    assert not compared.empty and (compared["delta_acc_video_method"] == "wild bootstrap over prompts").any()
+    assert "≈ 12 effective prompts" in compared["limit_note"].iloc[0]
     flagged = audit.ladder[audit.ladder["limit_note"] != ""]
     assert not flagged.empty
     note = flagged["limit_note"].iloc[0]

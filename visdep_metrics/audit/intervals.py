@@ -386,5 +386,6 @@ def frame_rows(bench: BenchmarkResults, scores: pd.DataFrame, summary: list[dict
                 for suffix in ("", "_lo", "_hi", "_p", "_note"):
                     row[f"delta_{name}{suffix}"] = deltas.get(model, {}).get(f"delta_{name}{suffix}",
                                                                              "" if suffix == "_note" else np.nan)
+            row["limit_note"] = deltas.get(model, {}).get("limit_note", "")
             rows.append(row)
     return rows

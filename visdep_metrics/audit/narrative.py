@@ -160,14 +160,16 @@ def _comparison_section(audit: Audit) -> list[str]:
 def _frames_section(audit: Audit, plots: dict[str, str]) -> list[str]:
     rows = [[r["checkpoint"], name(r["benchmark"]), int(r["max_frames"]), r["n"], interval(r, "acc_video"),
              interval(r, "visual_gain"), interval(r, "delta_acc_video"), _p(r, "delta_acc_video"),
-             interval(r, "delta_visual_gain"), _p(r, "delta_visual_gain")]
+             interval(r, "delta_visual_gain"), _p(r, "delta_visual_gain"), "†" if r["limit_note"] else ""]
             for _, r in audit.frames.iterrows()]
+    limited = [f"† {r['checkpoint']}, {name(r['benchmark'])}, {int(r['max_frames'])} frames: {r['limit_note']}."
+               for _, r in audit.frames.iterrows() if r["limit_note"]]
     lines = ["## Frame budgets", "",
              "Runs of one checkpoint that differ only in `max_frames` (a run without it used the adapter's default): "
              "Acc_V and VG per budget, and the change against its fewest frames (paired over the same questions; "
              "p as for the baseline comparison, adjusted over this table's p-values).", "",
              markdown(["Checkpoint", "Benchmark", "Frames", "n", "Acc_V", "VG", "ΔAcc_V vs fewest", "p",
-                       "ΔVG vs fewest", "p"], rows), ""]
+                       "ΔVG vs fewest", "p", ""], rows), "", *limited, *([""] if limited else [])]
     if "frames" in plots:
         lines += [f"![Acc_V and VG against frames]({plots['frames']})", ""]
     return lines
