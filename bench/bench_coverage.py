@@ -6,7 +6,8 @@ computes every interval with the product's `visdep_metrics.stats.crossed_interva
 (`visdep_metrics/audit/intervals.py`: accuracies as proportions, BG as Acc_B less the known chance, VG and model
 differences as differences). Prints, per group and accuracy, the share of simulated benchmarks whose 95% interval
 covers the true value (and the share where the interval was withheld), and the type I error of the paired
-comparisons, raw per test and family-wise after Holm's adjustment over each benchmark's family.
+comparisons, raw per test and family-wise after Holm's adjustment over each benchmark's family. The temporal ladder's
+Frame Gain and Order Gain of model A (below) get a table of their own, and a family of their own.
 
 The model. Two models A and B of equal skill answer every question blind and with the video. Blind: right where
 u_p + w_{p,m} + e_{q,m} > c, with u_p a prompt's difficulty (shared by both models), w_{p,m} a model's own take on
@@ -14,6 +15,22 @@ the prompt and e a small per-question term (the copies of a prompt get one blind
 differ). With the video: right where a_v + 0.6 u_p + b_{v,m} + e'_{q,m} > c', a_v a video's difficulty, b_{v,m} a
 model's own take on it. All effects normal; c and c' put every question's marginal accuracy at the target, so the
 true Acc_B = Acc_V = target, VG = 0, every A − B difference = 0, BG = target − chance.
+
+The temporal ladder (#55): model A also answers with its video's single middle frame and with its sampled frames
+shuffled. These are conditions of model A, not other models: each answer is right where a_v + 0.6 u_p + κ b_{v,A} +
+c_{v} + e''_{q} > c', with the video's difficulty a_v and the prompt's part 0.6 u_p those of A's video answers, a share
+κ of A's own take on the video b_{v,A} (κ = 0.6 with one frame, 0.8 with shuffled frames: shuffling keeps more of what
+the model sees), a per-video term of the condition's own c_v (sd 0.4 and 0.3, so that κ b + c has b's sd, 0.5) and a
+per-question term of its own (sd 0.7, as e'). The latent's sd is then that of A's video answers, so c' is theirs and
+every question's accuracy is the target in each condition: the true Frame Gain FG = Acc_V − Acc_single and Order Gain
+OG = Acc_V − Acc_shuffled are 0. A's own per-video parts with the video (b) and in a condition (κ b + c) are normal
+with equal variances, so the two answers are exchangeable, as models A and B are: the development bench's
+differences all have the symmetric case the prompts' sign flips are exact for. FG's and OG's intervals are those of
+the audit's paired difference of two video rows (as ΔAcc_V: +1 on A's video row, −1 on the condition's, a difference,
+neither robust nor blind), so what the two rows share (a_v, u_p, part of b_{v,A}) cancels in it. The conditions'
+own terms come from a generator of their own (`conditions_rng`, seeded from --seed), so the other rows, and every
+cell but FG's and OG's, draw what they drew before the ladder was added. FG and OG cells are judged as every other
+(#27's rule per cell; the beyond-chance count, `chance_lines`, over every tail of the table, FG's and OG's included).
 
     python bench/bench_coverage.py [--benchmarks ../shared/benchmarks] [--simulations 4000] [--seed 0]
                                    [--accuracies 0.25 0.5 0.92] [--groups location ...] [--lists vru_accident mmau]
@@ -47,7 +64,13 @@ ACCURACIES = (0.25, 0.5, 0.92)
 # sd of the effects: blind (u_p, w_pm, e), video (a_v, share of u_p, b_vm, e')
 BLIND_SD = (1.0, 0.7, 0.3)
 VIDEO_SD = (0.8, 0.6, 0.5, 0.7)
-QUANTITIES = ("Acc_B", "Acc_V", "BG", "VG", "ΔAcc_B", "ΔAcc_V", "ΔVG")
+# model A's conditions of the temporal ladder (single middle frame, shuffled frames): the share κ of A's own take on
+# the video b_{v,A}, the sd of the condition's own per-video term c_v and of its per-question term (module docstring)
+CONDITION_SD = ((0.6, 0.4, 0.7), (0.8, 0.3, 0.7))
+QUANTITIES = ("Acc_B", "Acc_V", "BG", "VG", "ΔAcc_B", "ΔAcc_V", "ΔVG", "FG", "OG")
+TEMPORAL = ("FG", "OG")  # printed in a table of their own
+# the generator of the conditions' draws, apart from the other rows' (module docstring)
+CONDITIONS_STREAM = 55
 
 
 def question_list(root: Path, name: str, folder: str) -> dict[str, np.ndarray]:
@@ -75,64 +98,88 @@ def groups_of(name: str, design: dict[str, np.ndarray], rng: np.random.Generator
             "VRU, 10 videos (60 questions)": design["video"] < 10}
 
 
-def simulate(design: dict[str, np.ndarray], accuracy: float, rng: np.random.Generator) -> np.ndarray:
-    """One simulated benchmark: (4, n) correctness, rows blind A, blind B, video A, video B."""
+def simulate(design: dict[str, np.ndarray], accuracy: float, rng: np.random.Generator,
+             conditions: np.random.Generator) -> np.ndarray:
+    """One simulated benchmark: (6, n) correctness, rows blind A, blind B, video A, video B, A with the single middle
+    frame, A with shuffled frames. rng draws the first four rows (as before the conditions were added), `conditions`
+    the conditions' own terms."""
     video, prompt = design["video"], design["prompt"]
     n, n_videos, n_prompts = len(video), video.max() + 1, prompt.max() + 1
     u = rng.normal(0, BLIND_SD[0], n_prompts)
     a = rng.normal(0, VIDEO_SD[0], n_videos)
     blind_sd = np.sqrt(sum(s**2 for s in BLIND_SD))
     video_sd = np.sqrt(VIDEO_SD[0] ** 2 + (VIDEO_SD[1] * BLIND_SD[0]) ** 2 + VIDEO_SD[2] ** 2 + VIDEO_SD[3] ** 2)
-    rows = []
+    cut = -scipy.stats.norm.ppf(accuracy) * video_sd
+    rows, takes = [], []
     for _ in range(2):
         latent = u[prompt] + rng.normal(0, BLIND_SD[1], n_prompts)[prompt] + rng.normal(0, BLIND_SD[2], n)
         rows.append(latent > -scipy.stats.norm.ppf(accuracy) * blind_sd)
     for _ in range(2):
-        latent = (a[video] + VIDEO_SD[1] * u[prompt] + rng.normal(0, VIDEO_SD[2], n_videos)[video]
-                  + rng.normal(0, VIDEO_SD[3], n))
-        rows.append(latent > -scipy.stats.norm.ppf(accuracy) * video_sd)
+        takes.append(rng.normal(0, VIDEO_SD[2], n_videos))  # b_{v,m}
+        latent = a[video] + VIDEO_SD[1] * u[prompt] + takes[-1][video] + rng.normal(0, VIDEO_SD[3], n)
+        rows.append(latent > cut)
+    for share, own, noise in CONDITION_SD:  # κ b_{v,A} + c_v has b's sd, so the threshold is A's video one
+        assert np.isclose(share**2 * VIDEO_SD[2] ** 2 + own**2, VIDEO_SD[2] ** 2) and noise == VIDEO_SD[3]
+        latent = (a[video] + VIDEO_SD[1] * u[prompt] + share * takes[0][video]
+                  + conditions.normal(0, own, n_videos)[video] + conditions.normal(0, noise, n))
+        rows.append(latent > cut)
     return np.stack(rows).astype(float)
 
 
-# outputs over the rows (blind A, blind B, video A, video B), as the audit forms them, and whether each is a proportion
-CONTRASTS = np.array([[1, 0, 0, 0], [0, 0, 1, 0], [-1, 0, 1, 0], [1, -1, 0, 0], [0, 0, 1, -1], [-1, 1, 1, -1]],
+# outputs over the rows (blind A, blind B, video A, video B, A single frame, A shuffled), as the audit forms them
+# (Acc_B, Acc_V, VG, ΔAcc_B, ΔAcc_V, ΔVG, FG, OG), and whether each is a proportion. FG and OG are the paired
+# difference of two video rows on the same questions, as ΔAcc_V (visdep_metrics/audit/intervals.py::comparison_rows):
+# +1 on A's video row, −1 on the condition's, a difference, neither robust nor blind, no blind part
+CONTRASTS = np.array([[1, 0, 0, 0, 0, 0], [0, 0, 1, 0, 0, 0], [-1, 0, 1, 0, 0, 0], [1, -1, 0, 0, 0, 0],
+                      [0, 0, 1, -1, 0, 0], [-1, 1, 1, -1, 0, 0], [0, 0, 1, 0, -1, 0], [0, 0, 1, 0, 0, -1]],
                      dtype=float)
-PROPORTION = np.array([True, True, False, False, False, False])
-ROBUST = np.array([False, True, True, False, False, False])  # a model's video answers, as the audit marks them
-BLIND = np.array([True, False, False, True, False, False])  # blind answers alone, as the audit marks them
-BLIND_PARTS = np.array([-1, -1, 0, -1, -1, -1])  # VG's blind accuracy (Acc_B), as the audit names it
+PROPORTION = np.array([True, True, False, False, False, False, False, False])
+# a model's video answers (ROBUST) and blind answers alone (BLIND), as the audit marks them
+ROBUST = np.array([False, True, True, False, False, False, False, False])
+BLIND = np.array([True, False, False, True, False, False, False, False])
+BLIND_PARTS = np.array([-1, -1, 0, -1, -1, -1, -1, -1])  # VG's blind accuracy (Acc_B), as the audit names it
+# the table's columns (QUANTITIES) from the outputs: BG is Acc_B's interval less the known chance
+ORDER = [0, 1, 0, 2, 3, 4, 5, 6, 7]
+DELTAS = slice(3, 6)  # the outputs of the Δ family (ΔAcc_B, ΔAcc_V, ΔVG)
+LADDER = slice(6, 8)  # FG, OG
 
 
 def run_cell(design: dict[str, np.ndarray], groups: dict[str, np.ndarray], accuracy: float, simulations: int,
-             rng: np.random.Generator) -> tuple[dict, dict]:
-    """Per group and quantity: (covered, withheld) counts; and the family's raw and Holm-adjusted false rejections."""
+             rng: np.random.Generator, conditions: np.random.Generator) -> tuple[dict, dict]:
+    """Per group and quantity: (covered, withheld) counts; and the families' raw and Holm-adjusted false rejections:
+    the Δ family, FG and OG as a family of their own, and all of them together."""
     members = np.stack(list(groups.values()))
     chance = np.array([np.mean(1.0 / design["k"][keep]) for keep in members])
-    truth = np.array([accuracy, accuracy, 0.0, 0.0, 0.0, 0.0])
+    truth = np.array([accuracy, accuracy, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0])
     covered = np.zeros((len(members), len(QUANTITIES)))
     withheld, below, above = np.zeros_like(covered), np.zeros_like(covered), np.zeros_like(covered)
     # per benchmark and group, for Acc_B and Acc_V (model A): the accuracy and the interval's lower bound
     estimates, lows = np.zeros((simulations, len(members), 2)), np.zeros((simulations, len(members), 2))
-    family = {"raw": 0, "holm": 0, "tests": 0}
+    family = {"raw": 0, "holm": 0, "tests": 0, "ladder raw": 0, "ladder holm": 0, "ladder tests": 0, "all holm": 0}
     for b in range(simulations):
-        correct = simulate(design, accuracy, rng)
+        correct = simulate(design, accuracy, rng, conditions)
         found = crossed_intervals(correct, members, design["video"], design["prompt"], 0.95,
                                   CONTRASTS, PROPORTION, ROBUST, BLIND, BLIND_PARTS)
         low, high = found.low, found.high
         hit = (low <= truth) & (truth <= high)
         given = ~np.isnan(low)
-        # columns: Acc_B, Acc_V, BG (Acc_B's interval less chance: covers exactly where Acc_B's does), VG, deltas
-        order = [0, 1, 0, 2, 3, 4, 5]
+        # columns: Acc_B, Acc_V, BG (Acc_B's interval less chance: covers exactly where Acc_B's does), VG, deltas,
+        # FG, OG
+        order = ORDER
         covered += hit[:, order]
         withheld += ~given[:, order]
         below += (high < truth)[:, order]
         above += (low > truth)[:, order]
         estimates[b] = (correct[[0, 2]] @ members.T / members.sum(axis=1)).T  # blind A's and video A's accuracy
         lows[b] = low[:, :2]
-        p = found.p_value[:, 3:]
+        p, ladder = found.p_value[:, DELTAS], found.p_value[:, LADDER]
         family["tests"] = int(np.isfinite(p).sum())
         family["raw"] += bool((p < 0.05).any())
         family["holm"] += bool((holm(p) < 0.05).any())
+        family["ladder tests"] = int(np.isfinite(ladder).sum())
+        family["ladder raw"] += bool((ladder < 0.05).any())
+        family["ladder holm"] += bool((holm(ladder) < 0.05).any())
+        family["all holm"] += bool((holm(np.concatenate([p, ladder], axis=1)) < 0.05).any())
     del chance  # BG's truth is accuracy - chance and its interval Acc_B's less chance: its coverage is Acc_B's
     return {"covered": covered, "withheld": withheld, "below": below, "above": above, "estimates": estimates,
             "lows": lows, "n": members.sum(axis=1)}, family
@@ -225,7 +272,8 @@ def impossible_tails(design: dict[str, np.ndarray], members: np.ndarray, counts:
     variance of the simulated accuracies over p (1 − p) / N, the oracle of `sides_text`) lies above (below) the
     truth."""
     found = np.full((len(members), 2), "", dtype=object)
-    extremes = {"above": np.ones((4, members.shape[1])), "below": np.zeros((4, members.shape[1]))}
+    rows = CONTRASTS.shape[1]
+    extremes = {"above": np.ones((rows, members.shape[1])), "below": np.zeros((rows, members.shape[1]))}
     for side, values in extremes.items():
         product = crossed_intervals(values, members, design["video"], design["prompt"], 0.95, CONTRASTS, PROPORTION,
                                     ROBUST, BLIND)
@@ -239,6 +287,12 @@ def impossible_tails(design: dict[str, np.ndarray], members: np.ndarray, counts:
                 if side == "below" and not (product.high[g, a] < accuracy) and not (high[0] < accuracy):
                     found[g, a] = "below"
     return found
+
+
+def conditions_rng(seed: int) -> np.random.Generator:
+    """The generator of the temporal ladder's conditions, seeded from --seed and apart from the one that draws the
+    other rows, so that adding the conditions left every other cell's draws as they were."""
+    return np.random.default_rng([seed, CONDITIONS_STREAM])
 
 
 def parse(parser: argparse.ArgumentParser, simulations: int) -> tuple[argparse.Namespace, dict | None]:
@@ -272,51 +326,68 @@ def main() -> int:
     if lists is None:
         return 2
     rng = np.random.default_rng(args.seed)
+    conditions = conditions_rng(args.seed)
     s = args.simulations
     print(f"{s} simulated benchmarks per cell; Monte Carlo SE of a 95% coverage (and of a 5% error rate) "
           f"{100 * np.sqrt(0.95 * 0.05 / s):.2f} points")
-    header = "| group | n | accuracy | " + " | ".join(QUANTITIES) + " |"
-    table, families = [header, "|" + "---|" * (len(QUANTITIES) + 3)], []
+    main_columns = [q for q in QUANTITIES if q not in TEMPORAL]
+    table = ["| group | n | accuracy | " + " | ".join(main_columns) + " |", "|" + "---|" * (len(main_columns) + 3)]
+    ladder = ["| group | n | accuracy | " + " | ".join(TEMPORAL) + " |", "|" + "---|" * (len(TEMPORAL) + 3)]
+    families = []
     started = time.perf_counter()
-    meeting = {"coverage": [0, 0], "Δ": [0, 0]}
+    meeting = {"coverage": [0, 0], "Δ": [0, 0], "FG, OG": [0, 0]}
     sides, tails = [], []
     for name, design in lists.items():
         groups = kept(groups_of(name, design, rng), args.groups)
         if not groups:
             continue
         for accuracy in args.accuracies:
-            counts, family = run_cell(design, groups, accuracy, s, rng)
+            counts, family = run_cell(design, groups, accuracy, s, rng, conditions)
             impossible = impossible_tails(design, np.stack(list(groups.values())), counts, accuracy)
             for g, (group, keep) in enumerate(groups.items()):
                 # Acc_B, Acc_V, BG (Acc_B's interval less chance) may have a tail impossible by calculation
                 cells = [cell_text(counts, g, j, s, impossible[g, (0, 1, 0)[j]] if j < 3 else "")
                          for j in range(len(QUANTITIES))]
                 for j, ((_, meets), q) in enumerate(zip(cells, QUANTITIES, strict=True)):
-                    meeting["Δ" if q.startswith("Δ") else "coverage"][0] += meets
-                    meeting["Δ" if q.startswith("Δ") else "coverage"][1] += 1
+                    kind = "FG, OG" if q in TEMPORAL else "Δ" if q.startswith("Δ") else "coverage"
+                    meeting[kind][0] += meets
+                    meeting[kind][1] += 1
                     if not meets:
                         sides.append(sides_text(group, accuracy, q, counts, g, j, s))
                     if q != "BG":
                         tails.append((f"{group} at {accuracy:.2f}, {q}", counts["below"][g, j],
                                       counts["above"][g, j], s - counts["withheld"][g, j]))
+                texts = dict(zip(QUANTITIES, (text for text, _ in cells), strict=True))
                 table.append(f"| {group} | {int(keep.sum())} | {accuracy:.2f} | "
-                             + " | ".join(text for text, _ in cells) + " |")
+                             + " | ".join(texts[q] for q in main_columns) + " |")
+                ladder.append(f"| {group} | {int(keep.sum())} | {accuracy:.2f} | "
+                              + " | ".join(texts[q] for q in TEMPORAL) + " |")
             families.append(f"| {'VRU-Accident' if name == 'vru_accident' else 'MM-AU'} | {accuracy:.2f} | "
-                            f"{family['tests']} | {100 * family['raw'] / s:.1f} | {100 * family['holm'] / s:.1f} |")
+                            f"{family['tests']} | {100 * family['raw'] / s:.1f} | {100 * family['holm'] / s:.1f} | "
+                            f"{family['ladder tests']} | {100 * family['ladder raw'] / s:.1f} | "
+                            f"{100 * family['ladder holm'] / s:.1f} | {100 * family['all holm'] / s:.1f} |")
             print(f"  {name} at {accuracy:.2f} done ({time.perf_counter() - started:.0f} s)", file=sys.stderr)
     print("\nCoverage of the 95% intervals (%; in brackets the shares wholly below / above the truth; Δ: model A − "
           "model B, so 100 − coverage is the raw type I error of its p < 0.05; in bold: outside #27's rule; †: a tail "
           "impossible by calculation):\n")
     print("\n".join(table))
+    print("\nThe temporal ladder (#55), model A: FG = Acc_V − Acc_single, OG = Acc_V − Acc_shuffled, both truly 0 "
+          "(coverage %, in brackets the shares below / above the truth; 100 − coverage is the raw type I error):\n")
+    print("\n".join(ladder))
     print(f"\nAcc_B, Acc_V, BG, VG: {meeting['coverage'][0]} of {meeting['coverage'][1]} cells within the rule; "
-          f"Δ: {meeting['Δ'][0]} of {meeting['Δ'][1]}")
-    print("\n" + "\n".join(chance_lines([t for t in tails if t[3] > 0])))
+          f"Δ: {meeting['Δ'][0]} of {meeting['Δ'][1]}; FG, OG: {meeting['FG, OG'][0]} of {meeting['FG, OG'][1]}")
+    judged = [t for t in tails if t[3] > 0]
+    print("\n" + "\n".join(chance_lines(judged)))
+    print("\nWithout FG and OG (the table as judged before #55):\n"
+          + "\n".join(chance_lines([t for t in judged if not t[0].endswith(tuple(f", {q}" for q in TEMPORAL))])))
     if sides:
         print("\nThe cells outside the rule, by side:\n")
         print("\n".join(sides))
-    print("\nFamily-wise type I error (%): a family is every Δ p-value of one simulated benchmark's groups\n")
-    print("| benchmark | accuracy | tests in the family | any raw p < 0.05 | any Holm-adjusted p < 0.05 |")
-    print("|---|---|---|---|---|")
+    print("\nFamily-wise type I error (%): a family is every Δ p-value of one simulated benchmark's groups; FG and OG "
+          "(every truth 0) as a family of their own, and with the Δ p-values in one family\n")
+    print("| benchmark | accuracy | tests in the family | any raw p < 0.05 | any Holm-adjusted p < 0.05 | "
+          "FG, OG tests | FG, OG: any raw p < 0.05 | FG, OG: any Holm-adjusted | Δ, FG and OG: any Holm-adjusted |")
+    print("|---|---|---|---|---|---|---|---|---|")
     print("\n".join(families))
     return 0
 
