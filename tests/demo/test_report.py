@@ -6,7 +6,14 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from visdep_metrics.demo.report import grounded_section, panel_section, sweep_section, wrong_removals_section
+from visdep_metrics.demo.report import (
+    grounded_section,
+    ladder_section,
+    panel_section,
+    sweep_section,
+    temporal_section,
+    wrong_removals_section,
+)
 from visdep_metrics.demo.truth import evidence_contributions
 
 PLANTED = pd.DataFrame({"question_id": list("abcdef"), "video": ["v1", "v1", "v2", "v2", "v3", "v3"],
@@ -94,3 +101,63 @@ def test_the_panel_sentence_names_who_decides_from_the_models_table():
     assert "| InternVL, held out | a training stream of its own | 55.0 | 65.0 |" in lines
     no_held_out = panel_section(models[models["role"] != "held_out"], subsets)
     assert no_held_out[-1] == "T(q) is computed from Qwen2 and SmolLM2-135M; V(q) from Qwen2.5-VL."
+
+
+LADDER_MODELS = pd.DataFrame({"label": ["Reader, V panel", "Blur, held out"], "pretrained": ["/c/r", "/c/b"],
+                              "steps": [1200, 1200], "role": ["vision", "held_out"]})
+
+
+def _ladder(category: str, model: str, single: float, shuffled: float, video: float, og_lo: float) -> dict:
+    return {"model": model, "subset": "full", "category": category, "n": 20, "acc_blind": 25.0, "acc_single": single,
+            "acc_shuffled": shuffled, "acc_video": video, "frame_gain": video - single, "frame_gain_lo": 1.0,
+            "frame_gain_hi": 2.0, "order_gain": video - shuffled, "order_gain_lo": og_lo, "order_gain_hi": 3.0}
+
+
+def _truth(model: str, reads: bool, video: float, fg_ok: bool = True) -> dict:
+    return {"model": model, "category": "vehicle direction", "decided_by": "the order", "n": 20, "acc_blind": 25.0,
+            "acc_single": 25.0, "acc_shuffled": 40.0 if reads else video, "acc_video": video, "frame_gain": 1.5,
+            "frame_gain_lo": 1.0, "frame_gain_hi": 2.0, "order_gain": 2.0, "order_gain_lo": 1.0,
+            "order_gain_hi": 3.0, "reads_order": reads, "reads_above": 50.0,
+            "implied_frame_gain": "> 0" if reads else "0", "implied_order_gain": "> 0" if reads else "0",
+            "frame_gain_agrees": fg_ok, "order_gain_agrees": True}
+
+
+def test_the_ladder_says_which_vlms_read_the_order_from_the_tables():
+    ladder = pd.DataFrame([_ladder("all", "/c/r", 50.0, 55.0, 60.0, 1.0), _ladder("vehicle direction", "/c/r", 25.0,
+                                                                                  40.0, 90.0, 30.0),
+                           _ladder("all", "/c/b", 40.0, 40.0, 40.0, -1.0),
+                           _ladder("vehicle direction", "/c/b", 25.0, 20.0, 20.0, -5.0)])
+    truth = pd.DataFrame([_truth("Reader, V panel", True, 90.0), _truth("Blur, held out", False, 20.0, fg_ok=False)])
+    text = "\n".join(ladder_section(ladder, truth, LADDER_MODELS))
+    assert "| Reader, V panel | vehicle direction | 20 | 25.0 | 25.0 | 40.0 | 90.0 | +65.0 [+1.0, +2.0] | " \
+           "+50.0 [+30.0, +3.0] |" in text
+    assert text.index("| Reader, V panel | all |") < text.index("| Blur, held out | all |")  # models.csv's order
+    assert ("Reader, V panel (1,200 steps; 90.0 with the frames in order, 40.0 shuffled, 25.0 with one frame) reads "
+            "the order.") in text
+    assert ("Blur, held out (1,200 steps; 20.0 with the frames in order, 20.0 shuffled, 25.0 with one frame) did not "
+            "learn it in its training.") in text
+    assert "above 50% (the lower bound" in text and "test_ladder.py" not in text
+    assert "1 of 2 rows agree with the truth. Where not: Blur, held out, vehicle direction: FG +1.5 [+1.0, +2.0] " \
+           "against 0." in text
+    # where no VLM reads the order, the report says so and points at the constructed runs
+    nobody = "\n".join(ladder_section(ladder, truth.assign(reads_order=False), LADDER_MODELS))
+    assert "No tiny VLM learnt the order" in nobody and "tests/metrics/test_ladder.py" in nobody
+    assert "reads the order." not in nobody
+
+
+def test_the_temporal_subset_sentence_states_its_precision_and_recall():
+    temporal = pd.DataFrame({"subset": ["temporal subset", "V_order >= 0.1"], "target": "order", "n_chosen": [12, 0],
+                             "n_target": [20, 20], "chosen_by_type": ["order 10; neither 2", np.nan],
+                             "precision": [10 / 12, np.nan], "precision_lo": [0.55, np.nan],
+                             "precision_hi": [0.97, np.nan], "recall": [0.5, 0.0], "recall_lo": [0.3, 0.0],
+                             "recall_hi": [0.7, 0.17]})
+    text = "\n".join(temporal_section(temporal, "temporal subset"))
+    assert "| temporal subset | 12 | 0.83 [0.55, 0.97] | 0.50 [0.30, 0.70] | order 10; neither 2 |" in text
+    assert "| V_order >= 0.1 | 0 | – | 0.00 [0.00, 0.17] | – |" in text
+    assert ("holds 12 questions; of the 20 planted order questions it finds 10, precision 0.83 [0.55, 0.97], recall "
+            "0.50 [0.30, 0.70].") in text
+    panel = "\n".join(temporal_section(temporal, "temporal subset", {"A, V panel": True, "B, V panel": False}))
+    assert ("V_order(q) is the mean over the V panel's VLMs (A, V panel and B, V panel), of which 1 reads the order "
+            "(A, V panel).") in panel
+    nobody = "\n".join(temporal_section(temporal, "temporal subset", {"A, V panel": False}))
+    assert "of which 0 read the order." in nobody

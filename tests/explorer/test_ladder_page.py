@@ -33,6 +33,9 @@ def test_a_questions_view_shows_each_models_ladder(browser, tmp_path):
     page.on("pageerror", lambda e: errors.append(str(e)))
     page.goto((out / "explorer.html").resolve().as_uri())
     page.wait_for_selector("body[data-ready='1']", timeout=60_000)
+    subsets = page.evaluate("document.getElementById('space').data.filter(t => t.meta && t.meta.subset)"
+                            ".map(t => t.meta.subset)")
+    assert sorted(subsets) == ["full", "grounded", "temporal"]  # the mean's points, the temporal subset's among them
     page.evaluate("q => explorer.openQuestion(q)", int(target.name))
     rows = page.evaluate("[...document.querySelectorAll('#q-probs tr')].slice(1).map(tr => "
                          "[...tr.querySelectorAll('td')].map(td => [td.textContent, td.dataset.model || null]))")

