@@ -16,12 +16,13 @@ Decoding may use FFmpeg's own threads (`decoder_threads`: 0 lets FFmpeg choose, 
 slice threading): the frames are the same whatever the number, frame by frame (tested on H.264 with
 B-frames, in order and by seeking, and on MPEG-4 Part 2).
 
-The frame conditions of the temporal ladder (docs/ladder.md) are settings of a `FrameSource` too:
-`frames="middle"` shows one frame, the middle one (`frame_indices`), not the first: a clip cut around an event opens
-before it, so a single-frame condition built on its first frame would overstate what the rest of the video adds. `frame_order="shuffled"` or
-`"reversed"` shows the same sampled frames with their pixels permuted and their timing unchanged (`metadata` keeps
-the sampled indices in order): the model sees the same moments at the same timestamps, only out of order. The
-shuffle is seeded by the video's content (`content_seed`), so every model, engine and rerun sees one order per video.
+The frame conditions of the temporal ladder (docs/ladder.md) are settings of a `FrameSource` too: `frames="middle"`
+shows one frame, the middle one (`frame_indices`), not the first: a clip cut around an event opens before it, so a
+single-frame condition built on its first frame would overstate what the rest of the video adds.
+`frame_order="shuffled"` or `"reversed"` shows the same sampled frames with their pixels permuted and their timing
+unchanged (`metadata` keeps the sampled indices in order): the model sees the same moments at the same timestamps,
+only out of order. The shuffle is seeded by the video's content (`content_seed`), so every model, engine and rerun
+sees one order per video.
 
 A `FrameSource` (one `max_frames`, one condition) keeps the last few videos it decoded, keyed by path, within a byte
 budget, and counts decodes per path, so the bench and the tests can check that no video is decoded

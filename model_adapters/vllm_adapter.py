@@ -11,8 +11,11 @@ only the engine differs (`model_adapters.vllm_engine`). vLLM is imported when th
 
 `batch_size` is the number of questions handed to vLLM per call (and written to the durable store per batch);
 vLLM forms its own batches inside a call. vLLM's engine arguments (`ENGINE_ARGUMENTS`) are passed through;
-prefix caching is on unless `enable_prefix_caching=false`. `dtype=auto` is the checkpoint's own dtype, as for
-the Hugging Face adapters (vLLM's own `auto` would run a float32 checkpoint in half precision).
+prefix caching is on unless `enable_prefix_caching=false`, and on the CPU the KV-cache block size is 32 unless
+`block_size` is given (`CPU_BLOCK_SIZE`). Option questions are scored by forced decoding from the cached context
+where vLLM runs its V1 model runner, by prompt log-probabilities otherwise (`model_adapters.vllm_engine`).
+`dtype=auto` is the checkpoint's own dtype, as for the Hugging Face adapters (vLLM's own `auto` would run a float32
+checkpoint in half precision).
 """
 
 from __future__ import annotations
@@ -35,7 +38,14 @@ from model_adapters.families import FAMILIES, family_of
 from model_adapters.frames import FrameSource, frame_source
 from model_adapters.llm import present_text
 from model_adapters.pipeline import Batches, DistinctQuestion, Presented, Scores
-from model_adapters.vllm_engine import PROCESSOR_ARGUMENTS, keep_timing_in_float32, score_with_vllm
+from model_adapters.vllm_engine import (
+    LOGITS_PROCESSOR,
+    PROCESSOR_ARGUMENTS,
+    forcing_available,
+    forcing_supported,
+    keep_timing_in_float32,
+    score_with_vllm,
+)
 from model_adapters.vlm import present_video
 
 # vLLM engine arguments taken from --model_args, with the type each is read as. None of them changes what a model is
@@ -43,8 +53,14 @@ from model_adapters.vlm import present_video
 ENGINE_ARGUMENTS: dict[str, type] = {"tensor_parallel_size": int, "pipeline_parallel_size": int,
                                      "gpu_memory_utilization": float, "max_model_len": int, "max_num_seqs": int,
                                      "max_num_batched_tokens": int, "enable_prefix_caching": bool,
-                                     "enforce_eager": bool, "distributed_executor_backend": str}
+                                     "enforce_eager": bool, "distributed_executor_backend": str, "block_size": int}
 ENGINE_DEFAULTS = {"enable_prefix_caching": True}
+# vLLM's KV-cache block size on the CPU unless given (vLLM's own is 128; its CPU attention takes multiples of 32): the
+# prefix cache holds full blocks only, so each option request recomputes its context's last partial block
+# (vllm_engine's docstring; docs/performance.md measured both)
+CPU_BLOCK_SIZE = 32
+# How option questions are scored (`vllm_engine`), by whether the engine runs the forcing logits processor
+OPTION_ROUTES = {True: "forced decoding", False: "prompt log-probabilities"}
 _TRUE, _FALSE = {"true", "1", "yes"}, {"false", "0", "no"}
 
 
@@ -170,7 +186,8 @@ class VisdepVLLM(ScoringAdapter):
                            "neither reads nor writes the durable store")
         logger.info(f"visdep_vllm: {self.pretrained} ({'vision-language' if self.family else 'text'}, {self.dtype}) "
                     f"on {engine_version()}, {self.batch_size_per_device} questions per call, "
-                    f"engine arguments {self.engine_arguments}")
+                    f"engine arguments {self.engine_arguments}; options scored by "
+                    f"{OPTION_ROUTES[self.forced_options]}")
 
     def _load(self, dtype: str, source: FrameSource) -> None:
         from transformers import AutoConfig, AutoProcessor, AutoTokenizer
@@ -196,9 +213,18 @@ class VisdepVLLM(ScoringAdapter):
             keep_timing_in_float32()
             multimodal = {"limit_mm_per_prompt": {"video": 1, "image": 0},
                           "mm_processor_kwargs": dict(PROCESSOR_ARGUMENTS)}
+        # options are scored by forced decoding from the cached context where vLLM runs its V1 model runner (the
+        # CPU; `VLLM_USE_V2_MODEL_RUNNER=0`), with prompt log-probabilities otherwise (vllm_engine's docstring)
+        processors = {"logits_processors": [LOGITS_PROCESSOR]} if forcing_supported() else {}
+        from vllm.platforms import current_platform
+
+        if current_platform.is_cpu():
+            self.engine_arguments = {"block_size": CPU_BLOCK_SIZE} | self.engine_arguments
         self._model = LLM(model=self.pretrained, tokenizer=self.pretrained, dtype=self.dtype, seed=0,
                           trust_remote_code=self.model_kwargs.get("trust_remote_code", False),
-                          revision=self.model_kwargs.get("revision"), **multimodal, **self.engine_arguments)
+                          revision=self.model_kwargs.get("revision"), **multimodal, **processors,
+                          **self.engine_arguments)
+        self.forced_options = forcing_available(self._model)
 
     def __repr__(self) -> str:
         return f"VisdepVLLM(pretrained={self.pretrained!r})"
@@ -210,7 +236,7 @@ class VisdepVLLM(ScoringAdapter):
 
     def score(self, questions: Sequence[Presented], batches: Batches) -> list[Scores | None]:
         return score_with_vllm(self._model, questions, batches, self.frames, self.batch_size_per_device,
-                               progress=self.rank == 0)
+                               progress=self.rank == 0, forced=self.forced_options)
 
     def checkpoint_identity(self, loaded: bool = True) -> dict[str, str]:
         return identity.checkpoint_identity(self.pretrained, revision=self.model_kwargs.get("revision"))
@@ -220,12 +246,13 @@ class VisdepVLLM(ScoringAdapter):
 
     def model_identity(self) -> dict:
         """The durable store's model key: the adapter (visdep_vllm, never visdep_vlm's or visdep_llm's values), the
-        engine and its version, the dtype run, the device, tensor parallelism and the libraries' versions."""
+        engine and its version, the dtype run, the device, tensor parallelism, how options are scored (forced
+        decoding or prompt log-probabilities: the same values but for float rounding) and the libraries' versions."""
         return {"adapter": self.adapter_name, "engine": engine_version(), "settings": self.run_settings,
                 "checkpoint": self.checkpoint["identity"], "code": identity.code_identity(), "dtype": self.dtype,
                 "device": self._device.type,
                 "tensor_parallel_size": self.engine_arguments.get("tensor_parallel_size", 1),
-                **identity.library_versions()}
+                "option_scoring": OPTION_ROUTES[self.forced_options], **identity.library_versions()}
 
     def after_scoring(self, n_questions: int) -> None:
         if self.frames is not None:

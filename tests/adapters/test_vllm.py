@@ -18,6 +18,7 @@ import json
 import os
 import re
 import subprocess
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import SimpleNamespace
@@ -27,7 +28,16 @@ import pytest
 import yaml
 
 from model_adapters.pipeline import Presented
-from model_adapters.vllm_engine import is_letter_question, requests_of, scores_of, video_item
+from model_adapters.scoring import ScoringError
+from model_adapters.vllm_engine import (
+    FORCED_TOKENS,
+    LOGITS_PROCESSOR,
+    is_letter_question,
+    requests_of,
+    sampling_arguments,
+    scores_of,
+    video_item,
+)
 from tests.helpers.imports import heavy_modules_loaded
 from tests.helpers.lmms_cli import REPO, lmms_eval_env, read_results, read_samples, run_lmms_eval
 
@@ -96,6 +106,42 @@ def test_scores_are_read_from_vllms_outputs():
                SimpleNamespace(prompt_token_ids=[5, 99, 99, 7, 12], prompt_logprobs=[None, {}, {}, {},
                                                                                       {12: logprob(-4.0, rank=3)}])]
     assert scores_of(option, outputs) == [(1.25, True), (4.0, False)]
+
+
+def test_forced_option_requests_are_the_context_once_per_option_with_its_tokens_to_generate():
+    """Option scoring by forced decoding: one request per option whose prompt is the context alone (a prefix-cache
+    hit after the first), generating exactly the option's tokens (`extra_args`, `ForcedOptionTokens`) with each
+    one's log-probability (`logprobs=0`: the generated token's, raw, and its rank); a letter question is asked as
+    without forcing."""
+    letter, option = presented([[11], [12], [13]]), presented([[11, 21], [12], [13, 22, 23]])
+    assert requests_of(option, None, forced=True) == [{"prompt_token_ids": [5, 6, 7]}] * 3
+    assert sampling_arguments(option, forced=True) == [
+        {"temperature": 0.0, "detokenize": False, "max_tokens": n, "logprobs": 0, "ignore_eos": True,
+         "extra_args": {FORCED_TOKENS: tokens}} for n, tokens in ((2, [11, 21]), (1, [12]), (3, [13, 22, 23]))]
+    assert sampling_arguments(option) == [{"temperature": 0.0, "detokenize": False, "max_tokens": 1,
+                                           "prompt_logprobs": 1}] * 3
+    assert requests_of(letter, None, forced=True) == requests_of(letter, None) == [{"prompt_token_ids": [5, 6, 7]}]
+    assert sampling_arguments(letter, forced=True) == sampling_arguments(letter) == [
+        {"temperature": 0.0, "detokenize": False, "max_tokens": 1, "logprob_token_ids": [11, 12, 13]}]
+    assert LOGITS_PROCESSOR == "model_adapters.vllm_engine:ForcedOptionTokens"
+
+
+def test_forced_scores_are_read_from_the_generated_tokens_and_refused_when_vllm_did_not_follow_them():
+    option = presented([[11, 21], [12]])
+
+    def generated(tokens, positions):
+        return SimpleNamespace(outputs=[SimpleNamespace(token_ids=tokens, logprobs=positions)])
+
+    outputs = [generated([11, 21], [{11: logprob(-1.0)}, {21: logprob(-0.25)}]),
+               generated([12], [{12: logprob(-4.0, rank=3)}])]
+    assert scores_of(option, outputs, forced=True) == [(1.25, True), (4.0, False)]
+    # greedy only when every token ranks first
+    assert scores_of(option, [generated([11, 21], [{11: logprob(-1.0)}, {21: logprob(-0.25, rank=2)}]),
+                              outputs[1]], forced=True)[0] == (1.25, False)
+    # an engine without the processor generates its own tokens: refused, never scored
+    with pytest.raises(ScoringError, match=r"vLLM generated \[11, 40\], not option 0's tokens \[11, 21\]"):
+        scores_of(option, [generated([11, 40], [{11: logprob(-1.0)}, {40: logprob(-0.1)}]), outputs[1]],
+                  forced=True)
 
 
 def test_loading_the_registry_or_the_engine_module_does_not_import_vllm():
@@ -391,6 +437,57 @@ def test_a_wrong_frame_timing_moves_vllms_values_past_the_tolerance(runs):
     assert probe["fps"] != 24.0
     right, wrong = (np.array([[loss for loss, _ in q] for q in probe[k]]) for k in ("right", "timed_24"))
     assert np.abs(right - wrong).max() > 100 * TOLERANCE
+
+
+@pytest.mark.slow
+def test_the_forcing_logits_processor_forces_its_requests_next_token_and_leaves_the_others():
+    """`ForcedOptionTokens` on hand-made batch updates in vLLM's environment (`vllm_probe processor`): a forced row's
+    only possible token is its option's next one, following vLLM's output list through a removal and a swap of
+    rows; a request without forced tokens, or past them, keeps its logits; bad parameters are refused."""
+    proc = subprocess.run([vllm_python(), "-m", "tests.helpers.vllm_probe", "processor"], cwd=REPO,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    found = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert found["steps"] == [{"argmax": [3, found["steps"][0]["argmax"][1], 5], "unchanged": [False, True, False]},
+                              {"argmax": [4, found["steps"][1]["argmax"][1]], "unchanged": [False, True]},
+                              {"argmax": [found["steps"][2]["argmax"][0], 4], "unchanged": [True, False]},
+                              {"argmax": found["steps"][3]["argmax"], "unchanged": [True, True]}]
+    assert [m.split(";")[-1].split(" must ")[-1] for m in found["refused"]] == ["be as many",
+                                                                                "be a non-empty list of token ids"]
+
+
+def common_prefix(a: list[int], b: list[int]) -> int:
+    return next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
+
+
+@pytest.mark.slow
+def test_option_requests_read_the_video_from_the_prefix_cache(runs):
+    """The probe's two questions about one video with their options' words as options (several tokens each), from
+    an empty prefix cache: forced decoding (the adapter's route) gives the fallback's values (prompt
+    log-probabilities, which read no cache) within the tolerance and the same greedy flags; its requests are the
+    contexts, the first computes the video and every later one reads from the cache all of what it shares with an
+    earlier request but its last, partial block, the video included."""
+    options = runs["probe"]["options"]
+    assert options["forced_route"] and max(n for q in options["option_tokens"] for n in q) > 1
+    forced, prompt = options["forced"], options["prompt"]
+    for ours, theirs in zip(forced["scores"], prompt["scores"], strict=True):
+        assert np.abs(np.array([v for v, _ in ours]) - np.array([v for v, _ in theirs])).max() <= TOLERANCE
+        assert [g for _, g in ours] == [g for _, g in theirs]
+    block, requests = options["block_size"], forced["requests"]
+    assert len(requests) == sum(map(len, options["option_tokens"])) == len(prompt["requests"])
+    first = requests[0]["tokens"]
+    video = Counter(first).most_common(1)[0][0]  # the video's placeholder, expanded to one token per patch group
+    video_end = max(i for i, t in enumerate(first) if t == video) + 1
+    assert requests[0]["cached"] == 0
+    for k, request in enumerate(requests[1:], 1):
+        shared = max(common_prefix(request["tokens"], earlier["tokens"]) for earlier in requests[:k])
+        assert request["cached"] >= min(shared, len(request["tokens"]) - 1) // block * block, (k, shared)
+        assert request["cached"] >= video_end, k
+    per_question = np.cumsum([0, *map(len, options["option_tokens"])])
+    for start, end in zip(per_question[:-1], per_question[1:], strict=True):  # a question's options: one context
+        assert len({tuple(r["tokens"]) for r in requests[start:end]}) == 1
+        assert all(r["cached"] == (len(r["tokens"]) - 1) // block * block for r in requests[start + 1:end])
+    assert all(r["cached"] == 0 for r in prompt["requests"])
 
 
 # --------------------------------------------------------------------------- the checkpoints' own dtype, in vLLM
