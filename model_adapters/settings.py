@@ -53,7 +53,7 @@ NOT_SCORE_CHANGING = frozenset({
     # visdep_vllm's engine arguments (model_adapters.vllm_adapter.ENGINE_ARGUMENTS)
     "tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size", "gpu_memory_utilization",
     "max_model_len", "max_num_seqs", "max_num_batched_tokens", "enable_prefix_caching", "enforce_eager",
-    "distributed_executor_backend",
+    "distributed_executor_backend", "block_size",
 })
 # Yes/no loader arguments that choose what is loaded: `trust_remote_code` the modeling code (a folder's own class
 # or transformers'), `use_safetensors` the weight file where a folder holds both. Written "true"/"false"; the
