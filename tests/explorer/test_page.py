@@ -29,10 +29,14 @@ def decoded(text: str, dtype: str) -> np.ndarray:
 
 
 def samples_probabilities(runs: Path) -> dict[tuple[str, str], dict[str, np.ndarray]]:
-    """(model, mode) -> {question_id: softmax of the option log-probabilities}, from the samples files."""
+    """(model, mode) -> {question_id: softmax of the option log-probabilities}, from the samples files; a frame
+    condition of the temporal ladder (docs/ladder.md) named as the audit names it, "<pretrained> [frames=middle]"."""
     found = {}
-    for results in runs.glob("*/*_results.json"):
-        model = re.search(r"pretrained=([^,]+)", json.loads(results.read_text())["config"]["model_args"]).group(1)
+    for results in runs.rglob("*_results.json"):
+        model_args = json.loads(results.read_text())["config"]["model_args"]
+        model = re.search(r"pretrained=([^,]+)", model_args).group(1)
+        condition = re.search(r"(frames=middle|frame_order=(?:shuffled|reversed))", model_args)
+        model = f"{model} [{condition.group(1)}]" if condition else model
         for path in results.parent.glob("*_samples_*.jsonl"):
             mode = path.stem.rsplit("_", 1)[1]
             rows = {}

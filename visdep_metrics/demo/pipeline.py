@@ -57,7 +57,6 @@ CONDITIONS = {"single": ("frames=middle", "frames=middle", "one frame"),
               "shuffled": ("max_frames={max_frames},frame_order=shuffled", "frame_order=shuffled", "shuffled frames")}
 TAU = 0.1
 BENCHMARK = "vru_accident"
-TEMPORAL_SUBSET = "temporal subset"  # the audit's questions.csv `temporal`: S <= τ and V_order >= τ_order
 
 
 def model_label(kind: str) -> str:
@@ -238,6 +237,7 @@ def evaluate_against_truth(out: Path, data: Path) -> None:
     from visdep_metrics.audit.diagnostics import TEXTUAL_EVIDENCE, subset_diagnostics
     from visdep_metrics.demo.planted import TEXT_SOLVABLE
     from visdep_metrics.demo.truth import (
+        TEMPORAL_SUBSET,
         evidence_contributions,
         filter_scores,
         ladder_against_truth,

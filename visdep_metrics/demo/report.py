@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from visdep_metrics.demo.planted import TEXT_SOLVABLE
+from visdep_metrics.demo.truth import TEMPORAL_SUBSET
 
 REPORT_TAUS = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5)
 GOOD = 0.8  # the precision and recall a filter should reach together
@@ -319,7 +320,6 @@ def write_report(out: Path, timing: dict, tau: float) -> None:
     lines += [""] + sweep_section(sweeps)
     lines += wrong_removals_section(planted, questions, contributions, filters, tau)
     if (folder / "ladder.csv").is_file():
-        from visdep_metrics.demo.pipeline import TEMPORAL_SUBSET
 
         ladder = pd.read_csv(out / "audit" / "ladder.csv")
         truth = pd.read_csv(folder / "ladder.csv")

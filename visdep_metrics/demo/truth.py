@@ -40,6 +40,8 @@ import pandas as pd
 from visdep_metrics.demo.planted import ONLY_VIDEO, TEXT_SOLVABLE, VIDEO_DECIDES
 from visdep_metrics.stats import crossed_intervals
 
+TEMPORAL_SUBSET = "temporal subset"  # the audit's questions.csv `temporal`: S <= τ and V_order >= τ_order
+
 TAUS = np.round(np.arange(-0.5, 1.01, 0.05), 2)
 RUNGS = ("blind", "single", "shuffled", "video")  # the ladder's rungs the demo runs, as ladder.csv's acc_ columns
 MEASURES = ("precision", "recall", "video_only_kept")
