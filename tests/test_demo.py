@@ -101,13 +101,17 @@ def text_variants(p_blind: list[np.ndarray], answer: np.ndarray) -> dict[str, np
             "latent_class": latent_class_reference(correct)}
 
 
+def demo_inputs(out):
+    """The demo's planted questions, their ids and videos, its panel and its models (by pretrained)."""
+    planted = pd.read_csv(out / "data" / "planted.csv")
+    models = pd.read_csv(out / "models.csv").set_index("pretrained")
+    return (planted, planted["question_id"], planted["video"].to_numpy(),
+            yaml.safe_load((out / "panel.yaml").read_text()), models)
+
+
 def test_the_demo_against_its_planted_truth(demo):
     out, _ = demo
-    planted = pd.read_csv(out / "data" / "planted.csv")
-    order = planted["question_id"]
-    videos = planted["video"].to_numpy()
-    panel = yaml.safe_load((out / "panel.yaml").read_text())
-    models = pd.read_csv(out / "models.csv").set_index("pretrained")
+    planted, order, videos, panel, models = demo_inputs(out)
     runs = samples(out)
     assert set(runs) == set(panel["text_llms"] + panel["vlms"] + panel["held_out"]) == set(models.index)
     with_smollm2 = smollm2_gguf() is not None
@@ -228,11 +232,7 @@ def test_the_temporal_ladder_against_its_planted_truth(demo):
     and gains, V_order, the temporal subset and its precision and recall against the planted order questions are
     recomputed from the sample files."""
     out, _ = demo
-    planted = pd.read_csv(out / "data" / "planted.csv")
-    order = planted["question_id"]
-    videos = planted["video"].to_numpy()
-    panel = yaml.safe_load((out / "panel.yaml").read_text())
-    models = pd.read_csv(out / "models.csv").set_index("pretrained")
+    planted, order, videos, panel, models = demo_inputs(out)
     vlms = panel["vlms"] + panel["held_out"]
     runs = {rung: samples(out, rung) for rung in ("video", "single", "shuffled")}
     for rung in ("single", "shuffled"):  # every VLM under each condition, its video task only
