@@ -88,14 +88,12 @@ def frame_permutation(n: int, order: str, seed: int) -> np.ndarray:
     """The order in which `n` sampled frames are shown: as sampled ("original"), last first ("reversed"), or a
     permutation drawn from `seed` ("shuffled") that is never the identity where n > 1 (for n = 2 it is the
     reversal)."""
+    if order not in FRAME_ORDERS:
+        raise ValueError(f"frame_order must be one of {', '.join(FRAME_ORDERS)}, got {order!r}")
     if order == ORIGINAL_ORDER or n < 2:
-        if order not in FRAME_ORDERS:
-            raise ValueError(f"frame_order must be one of {', '.join(FRAME_ORDERS)}, got {order!r}")
         return np.arange(n)
     if order == "reversed":
         return np.arange(n)[::-1].copy()
-    if order != "shuffled":
-        raise ValueError(f"frame_order must be one of {', '.join(FRAME_ORDERS)}, got {order!r}")
     rng = np.random.default_rng(seed)
     while True:
         permutation = rng.permutation(n)

@@ -41,7 +41,6 @@ from visdep_metrics.audit.intervals import (
     summary_rows,
 )
 from visdep_metrics.audit.ladder import (
-    DEFAULT_TAU_ORDER,
     adjust_ladder,
     condition_models,
     find_ladders,
@@ -51,7 +50,7 @@ from visdep_metrics.audit.ladder import (
 )
 from visdep_metrics.audit.nonvisual import StressTest, StressTestError, align_stress_test, read_stress_test
 from visdep_metrics.audit.pairing import BenchmarkResults, RunPlan, RunSet, plan_runs, read_benchmark
-from visdep_metrics.audit.panels import Panel, check_panel, inferred_panel, load_panel, resolve_panel
+from visdep_metrics.audit.panels import DEFAULT_TAU_ORDER, Panel, check_panel, inferred_panel, load_panel, resolve_panel
 from visdep_metrics.audit.runs import ModelInfo, RunFile, resolve_model_keys
 from visdep_metrics.audit.samples import read_prompts
 from visdep_metrics.audit.settings import AuditSettings, check_settings
@@ -368,7 +367,7 @@ def run_audit(run_dirs: Sequence[str | Path], *, panel_path: str | Path | None =
 
     `baseline`: a model (its name, its label, or its `pretrained=` when that checkpoint has one model) every
     other model is compared with, question by question. `labels`: NAME -> ALIAS for the report. `tau_order`: the
-    temporal subset's V_order(q) threshold (default: the panel's, else `ladder.DEFAULT_TAU_ORDER`).
+    temporal subset's V_order(q) threshold (default: the panel's, else `panels.DEFAULT_TAU_ORDER`).
     `textual_evidence`: T(q)'s formula, a name in `diagnostics.TEXTUAL_EVIDENCE`. Options are checked before any run
     is read (`check_settings`); every error a user can fix is a VisdepError naming the option, file or model."""
     # before the long read of the runs (AuditSettings checks them again, with the panel's defaults filled in)

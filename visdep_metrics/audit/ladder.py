@@ -41,7 +41,6 @@ from model_adapters.settings import LADDER_SETTINGS
 from model_adapters.settings import condition_of as rung_of
 from visdep_metrics.audit.diagnostics import visual_necessity
 from visdep_metrics.audit.intervals import Design, comparison_rows, few_prompts_note
-from visdep_metrics.audit.panels import CONDITION_ROLE, DEFAULT_TAU_ORDER  # noqa: F401 (named here for readers)
 from visdep_metrics.audit.runs import ModelInfo
 from visdep_metrics.audit.settings import AuditSettings, Ladder
 from visdep_metrics.stats import WILD, crossed_intervals, holm
