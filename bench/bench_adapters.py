@@ -40,8 +40,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the naive refere
 
 from lmms_eval_tasks import tasks
 from lmms_eval_tasks.loaders import load_benchmark
+from model_adapters.adapter import VisdepVLM
 from model_adapters.frames import FrameSource, read_frames
-from model_adapters.vlm import VisdepVLM
 from tests.helpers.naive import naive_option_scores
 from visdep_metrics.demo.fixtures import write_fixtures
 from visdep_metrics.demo.tiny import build_tiny
@@ -94,17 +94,17 @@ def question_sets(n_videos: int) -> dict[str, tuple[list[dict], int]]:
 
 
 def time_adapter(model: VisdepVLM, docs: list[dict], to_visual=tasks.doc_to_visual_video) -> tuple[float, list, dict]:
-    model.frames = FrameSource(model.frames.max_frames)  # cold cache: decoding is timed and counted
+    model.engine.frames = FrameSource(model.engine.frames.max_frames)  # cold cache: decoding is timed and counted
     start = time.perf_counter()
     scores = model.loglikelihood(requests_for(model, docs, to_visual))
-    return time.perf_counter() - start, scores, dict(model.frames.decodes)
+    return time.perf_counter() - start, scores, dict(model.engine.frames.decodes)
 
 
 def time_naive(model: VisdepVLM, docs: list[dict], videos: dict[str, tuple]) -> tuple[float, list]:
     start = time.perf_counter()
     scores = []
     for d in docs:
-        scores += naive_option_scores(model.model, model.processor, tasks.doc_to_text(d), tasks.doc_to_choice(d),
+        scores += naive_option_scores(model.model, model.engine.processor, tasks.doc_to_text(d), tasks.doc_to_choice(d),
                                       videos[tasks.doc_to_visual_video(d)[0]])
     return time.perf_counter() - start, scores
 
@@ -168,7 +168,7 @@ def bench_llava_hf(path: Path, ours: VisdepVLM, docs: list[dict], max_frames: in
         for doc in docs:
             for choice in tasks.doc_to_choice(doc):
                 video = read_frames(Path(tasks.doc_to_visual_video(doc)[0]), max_frames)
-                naive_option_scores(ours.model, ours.processor, tasks.doc_to_text(doc), [choice], video)
+                naive_option_scores(ours.model, ours.engine.processor, tasks.doc_to_text(doc), [choice], video)
 
     loop_s, ours_s = [], []
     for _ in range(repeats):

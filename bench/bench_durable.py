@@ -100,8 +100,7 @@ def main() -> None:
                                                     "its store opened the same way, for comparison")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    from model_adapters.llm import VisdepLLM
-    from model_adapters.vlm import VisdepVLM
+    from model_adapters.adapter import VisdepLLM, VisdepVLM
 
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)

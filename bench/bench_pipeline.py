@@ -43,9 +43,10 @@ from loguru import logger
 from tqdm import tqdm
 
 from model_adapters import scoring
+from model_adapters.adapter import VisdepVLM
 from model_adapters.frames import FrameSource, read_frames
 from model_adapters.prefetch import Prefetch, PreparedInOrder, cores_per_rank, decoder_threads_for, default_workers
-from model_adapters.vlm import VisdepVLM, user_message
+from model_adapters.presentation import user_message
 from visdep_metrics.demo.tiny import build_tiny
 
 WIDTH, HEIGHT, FPS = 1280, 720, 30
@@ -126,8 +127,8 @@ def requests_for(model: VisdepVLM, videos: list[Path], per_video: int) -> list:
 
 def configure(model: VisdepVLM, workers: int) -> None:
     """Cold frame cache, `workers` decode workers (as `decode_workers=` would set them)."""
-    model.prefetch = Prefetch.of(workers)
-    model.frames = FrameSource(MAX_FRAMES, decoder_threads=decoder_threads_for(workers))
+    model.engine.prefetch = Prefetch.of(workers)
+    model.engine.frames = FrameSource(MAX_FRAMES, decoder_threads=decoder_threads_for(workers))
 
 
 def timed_run(model: VisdepVLM, requests: list, workers: int) -> tuple[float, list, str]:
@@ -145,8 +146,9 @@ def timed_run(model: VisdepVLM, requests: list, workers: int) -> tuple[float, li
 
 
 def prefix_text(model: VisdepVLM) -> str:
-    prompt = model.processor.apply_chat_template(user_message("x", True), add_generation_prompt=True, tokenize=False)
-    return prompt[: prompt.rfind(model.family.video_end) + len(model.family.video_end)]
+    prompt = model.engine.processor.apply_chat_template(user_message("x", True), add_generation_prompt=True,
+                                                        tokenize=False)
+    return prompt[: prompt.rfind(model.engine.family.video_end) + len(model.engine.family.video_end)]
 
 
 def decode_only(model: VisdepVLM, videos: list[Path], workers: int) -> float:
@@ -154,7 +156,8 @@ def decode_only(model: VisdepVLM, videos: list[Path], workers: int) -> float:
     configure(model, workers)
     text = prefix_text(model)
     start = time.perf_counter()
-    with PreparedInOrder([partial(model._prepare_prefix, str(v), text) for v in videos], model.prefetch) as prepared:
+    prepare = [partial(model.engine._prepare_prefix, str(v), text) for v in videos]
+    with PreparedInOrder(prepare, model.engine.prefetch) as prepared:
         for _ in videos:
             prepared.take()
     return time.perf_counter() - start
@@ -164,15 +167,15 @@ def compute_only(model: VisdepVLM, requests: list, videos: list[Path], sources: 
     """Seconds of the scoring with every video's inputs prepared beforehand (no decoding in the timed run)."""
     configure(model, 0)
     text = prefix_text(model)
-    ready = {str(s): model._prepare_prefix(str(s), text) for s in sources}
+    ready = {str(s): model.engine._prepare_prefix(str(s), text) for s in sources}
     source_of = {str(v): str(sources[i % len(sources)]) for i, v in enumerate(videos)}
-    model._prepare_prefix = lambda video, _text: ready[source_of[video]]
+    model.engine._prepare_prefix = lambda video, _text: ready[source_of[video]]
     try:
         start = time.perf_counter()
         model.loglikelihood(requests)
         return time.perf_counter() - start
     finally:
-        del model._prepare_prefix  # the class's method again
+        del model.engine._prepare_prefix  # the class's method again
 
 
 def samples_differ(a: list, b: list) -> float | None:
@@ -275,7 +278,7 @@ def gil_wait_share(step, seconds: float) -> float:
 
 
 def gil_table(model: VisdepVLM, path: Path, seconds: float) -> None:
-    processor = copy.deepcopy(model.processor)  # the workers' own copy, as in the pipeline
+    processor = copy.deepcopy(model.engine.processor)  # the workers' own copy, as in the pipeline
     text = prefix_text(model)
     decoded = read_frames(path, MAX_FRAMES, decoder_threads=1)
 
@@ -302,13 +305,13 @@ def memory_run(model: VisdepVLM, videos: list[Path], workers: int) -> None:
     """Score `videos` pipelined (one question each), sampling resident memory; print its peak per quarter."""
     requests = requests_for(model, videos, 1)
     taken = [0]
-    to_model = model._prefix_to_model
+    to_model = model.engine._prefix_to_model
 
     def counted(encoding):
         taken[0] += 1
         return to_model(encoding)
 
-    model._prefix_to_model = counted
+    model.engine._prefix_to_model = counted
     samples: list[tuple[int, int]] = []
     done = threading.Event()
 
@@ -323,7 +326,7 @@ def memory_run(model: VisdepVLM, videos: list[Path], workers: int) -> None:
     finally:
         done.set()
         sampler.join()
-        del model._prefix_to_model
+        del model.engine._prefix_to_model
     n = len(videos)
     quarters = [max((r for k, r in samples if q * n / 4 <= k < (q + 1) * n / 4), default=0) for q in range(4)]
     print(f"\nmemory: {n} videos scored pipelined (decode workers: {workers}, one question each) in {seconds:.1f} s; "

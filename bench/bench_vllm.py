@@ -55,7 +55,8 @@ def engine_environment(threads: int) -> None:
 def timed(adapter, requests, reset) -> tuple[float, list]:
     from model_adapters.frames import FrameSource
 
-    adapter.frames = FrameSource(adapter.frames.max_frames, adapter.frames.frame_folder_fps)  # every video decoded
+    frames = adapter.engine.frames
+    adapter.engine.frames = FrameSource(frames.max_frames, frames.frame_folder_fps)  # every video decoded
     reset()
     start = time.perf_counter()
     values = adapter.loglikelihood(requests)
@@ -85,8 +86,8 @@ def main() -> None:
 
     from bench.bench_adapters import question_sets, requests_for
     from lmms_eval_tasks.evaluation import Evaluation, evaluating
-    from model_adapters.vllm_adapter import OPTION_ROUTES, VisdepVLLM, engine_version
-    from model_adapters.vlm import VisdepVLM
+    from model_adapters.adapter import VisdepVLLM, VisdepVLM
+    from model_adapters.engines.vllm import OPTION_ROUTES, engine_version
     from visdep_metrics.demo.fixtures import write_fixtures
     from visdep_metrics.demo.tiny import build_tiny
 
@@ -113,7 +114,7 @@ def main() -> None:
     print(f"torch {torch.__version__}, {engine_version()}, {args.threads} thread(s); {args.videos} videos x 6 "
           f"questions, {args.max_frames} frames, float32; visdep_vlm batch {args.batch_size} (loaded in "
           f"{hf_load:.1f} s, decoding in the loop), visdep_vllm {args.vllm_batch_size} per call (engine start "
-          f"{vllm_start:.1f} s, block size {cache.block_size}, options by {OPTION_ROUTES[vllm.forced_options]})")
+          f"{vllm_start:.1f} s, block size {cache.block_size}, options by {OPTION_ROUTES[vllm.engine.forced_options]})")
     print(f"\n{'scoring':8} {'questions':>9} {'visdep_vlm s':>12} {'q/s':>7} {'visdep_vllm s':>13} {'q/s':>7} "
           f"{'vllm/hf':>7}  max|diff|  greedy differ")
     ok = True

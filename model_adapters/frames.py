@@ -39,6 +39,7 @@ from pathlib import Path
 import numpy as np
 from transformers.video_utils import VideoMetadata
 
+from lmms_eval_tasks.errors import VisdepError
 from lmms_eval_tasks.reading import FileReadError, open_file, regular_file
 from lmms_eval_tasks.videos import VideoReadError, frame_files
 from model_adapters.settings import DEFAULT_FRAME_FOLDER_FPS as FRAME_FOLDER_FPS
@@ -308,7 +309,7 @@ def frame_source(adapter: str, max_frames: int | str, frame_folder_fps: float | 
                            frames=canonical_value("frames", frames),
                            frame_order=canonical_value("frame_order", frame_order), **kwargs)
     except ValueError as e:
-        raise ValueError(f"{adapter}: {e}") from None
+        raise VisdepError(f"{adapter}: {e}") from None
 
 
 def read_frames(path: Path, max_frames: int, frame_folder_fps: float = FRAME_FOLDER_FPS, decoder_threads: int = 0,

@@ -16,8 +16,8 @@ checkpoint's identity in `results["visdep"]["model"]`, and the audit may compare
 - The class a checkpoint was loaded as and its source file's SHA-256 (`loaded_code`), and the versions of the
   libraries that compute values (`library_versions`), go into the model key beside the checkpoint.
 - visdep's scoring code is the SHA-256 of the source files that compute values: every module of `model_adapters`
-  but the store, this module and the entry point, and `lmms_eval_tasks/videos.py` (which orders a folder's frames).
-  Any edit counts, a comment too: no version constant has to be remembered.
+  and of its engines but the store, this module and the registry, and `lmms_eval_tasks/videos.py` (which orders a
+  folder's frames). Any edit counts, a comment too: no version constant has to be remembered.
 - A video is its content's identity: a file by size, mtime and `sampled_sha256` (the whole content up to 4 MiB); a
   frame folder by each frame's name, size, mtime and `sampled_sha256` (replacing a frame in place leaves the
   folder's own mtime as it was).
@@ -231,7 +231,7 @@ def value_code_files() -> list[Path]:
     """The source files whose code computes scored values (see the module's docstring)."""
     package = Path(__file__).resolve().parent
     own = sorted(p for p in package.glob("*.py") if p.name not in _NOT_VALUE_CODE)
-    return own + [Path(videos_module.__file__).resolve()]
+    return own + sorted(package.glob("engines/*.py")) + [Path(videos_module.__file__).resolve()]
 
 
 @cache

@@ -7,12 +7,13 @@
    context and visual; padding copies of data-parallel ranks repeat a real request. Requests are grouped by (task,
    split, doc_id, context), and documents whose prompt, options and video read the same (blind questions of
    different documents often do) become one distinct question, scored once.
-2. `present` (the adapter: `llm.present_text`, `vlm.present_video`): per distinct question the templated prompt,
-   the strings scored after it, their token ids and the video (`Presented`). It does not depend on the engine.
-3. `score` (the engine, the one method a new engine implements): (loss, is_greedy) per option of every presented
-   question. The Hugging Face engine is `scoring.score_questions` on the presented questions' tokens and video
-   prefixes. An engine forms its own batches and reports through `Batches`: it asks `skip(indices)` before it
-   scores a batch (a resumed run: all of it is stored) and hands each scored batch to `scored(indices, results)`.
+2. `present` (`presentation.present_text`, `present_video`, through the engine's chat template and tokenizer): per
+   distinct question the templated prompt, the strings scored after it, their token ids and the video
+   (`Presented`). It does not depend on how the engine computes.
+3. `score` (the engine, `model_adapters.engines`): (loss, is_greedy) per option of every presented question. The
+   Hugging Face engine is `scoring.score_questions` on the presented questions' tokens and video prefixes. An
+   engine forms its own batches and reports through `Batches`: it asks `skip(indices)` before it scores a batch (a
+   resumed run: all of it is stored) and hands each scored batch to `scored(indices, results)`.
 4. `scored_through_store`: the durable store (`model_adapters.durable`) wrapped around the engine from outside, as
    lm-evaluation-harness's `CachingLM` wraps an LM: it keys each presented question (`durable.question_key`), lets
    the engine skip batches all of whose questions are stored and writes every batch the engine scores before the
@@ -25,7 +26,18 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from lmms_eval_tasks.errors import VisdepError
 from model_adapters import durable, identity
+
+
+class ScoringError(VisdepError, RuntimeError):
+    """Scoring could not produce a finite log-likelihood; the message names the question (what a user fixes: the
+    checkpoint, its template or the prompt, so a VisdepError)."""
+
+
+class OutOfMemory(VisdepError, RuntimeError):
+    """The model did not fit; the message says which smaller setting to try."""
+
 
 Scores = list[tuple[float, bool]]  # (loss, is_greedy) per option, in the order of the question's continuations
 Value = tuple[float, bool, str]  # (loss, is_greedy, string scored): what a request gets
@@ -81,8 +93,6 @@ class Batches:
     scored: Callable[[list[int], list[Scores]], None] | None = None
 
 
-Engine = Callable[[Sequence[Presented], Batches], list[Scores | None]]
-
 
 def group_requests(requests, task_dict) -> Grouped:
     """Step 1 (module docstring). `task_dict`: lmms-eval's `lm.task_dict` (task -> split -> documents)."""
@@ -131,12 +141,14 @@ def values_of(question: Presented, scores: Scores) -> dict[str, Value]:
                                                                   strict=True)}
 
 
-def scored_through_store(engine: Engine, questions: Sequence[Presented], store: durable.ScoreStore | None,
-                         keys: Sequence[str]) -> tuple[list[dict[str, Value]], list[bool]]:
+def scored_through_store(score: Callable[[Sequence[Presented], Batches], list[Scores | None]],
+                         questions: Sequence[Presented], store: durable.ScoreStore | None,
+                         keys: Sequence[str]
+                         ) -> tuple[list[dict[str, Value]], list[bool]]:
     """Step 4 (module docstring): each question's values, and whether they came from the store. `keys`: the
     questions' `question_keys` (unused without a store)."""
     if store is None:
-        return [values_of(q, s) for q, s in zip(questions, engine(questions, Batches()), strict=True)], \
+        return [values_of(q, s) for q, s in zip(questions, score(questions, Batches()), strict=True)], \
             [False] * len(questions)
     stored = {i: found for i, key in enumerate(keys)
               if (found := store.get(key)) is not None and all(c in found for c in questions[i].continuations)}
@@ -145,7 +157,7 @@ def scored_through_store(engine: Engine, questions: Sequence[Presented], store: 
         store.add({keys[i]: values_of(questions[i], scores) for i, scores in zip(indices, results, strict=True)})
 
     skip = (lambda part: all(i in stored for i in part)) if stored else None
-    results = engine(questions, Batches(skip=skip, scored=persist))
+    results = score(questions, Batches(skip=skip, scored=persist))
     # a stored question re-scored in a batch with new ones keeps its stored value (the store writes it once)
     values = [{c: tuple(stored[i][c]) for c in q.continuations} if i in stored else values_of(q, scores)
               for i, (q, scores) in enumerate(zip(questions, results, strict=True))]

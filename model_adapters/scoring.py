@@ -37,18 +37,9 @@ import torch
 from loguru import logger
 from tqdm import tqdm
 
-from lmms_eval_tasks.errors import VisdepError
+from model_adapters.pipeline import OutOfMemory, ScoringError
 from model_adapters.prefetch import Prefetch, PreparedInOrder
 from model_adapters.transformers_api import cache_argument, cache_of
-
-
-class ScoringError(VisdepError, RuntimeError):
-    """Scoring could not produce a finite log-likelihood; the message names the question (what a user fixes: the
-    checkpoint, its template or the prompt, so a VisdepError)."""
-
-
-class OutOfMemory(VisdepError, RuntimeError):
-    """The model did not fit; the message says which smaller setting to try."""
 
 
 @dataclass(frozen=True)

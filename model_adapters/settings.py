@@ -1,4 +1,5 @@
-"""The model arguments of `visdep_vlm` and `visdep_llm` that change a score, their defaults and their canonical text.
+"""The vocabulary of the adapters' model arguments: how one is declared (`Argument`, in each engine's spec), read
+and written one way, and which of a run's settings change a score.
 
 One definition for the adapters (which take the arguments) and for the audit (which tells runs apart by them), so
 that a run with default arguments and one that writes a default out (`max_frames=16`, `dtype=auto`) are one model.
@@ -8,6 +9,9 @@ It imports nothing heavy: the audit reads it without torch.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
+
+from lmms_eval_tasks.errors import VisdepError
 
 DEFAULT_MAX_FRAMES = 16
 # MM-AU's frame folders carry no frame rate: 30 fps, the rate the dataset authors' own code uses for them
@@ -31,30 +35,31 @@ def condition_of(settings: Mapping[str, str]) -> str:
     return "video" if order == ORIGINAL_ORDER else str(order)
 
 
-_VIDEO_DEFAULTS = {"dtype": DEFAULT_DTYPE, "max_frames": DEFAULT_MAX_FRAMES,
-                   "frame_folder_fps": DEFAULT_FRAME_FOLDER_FPS, "frames": UNIFORM_FRAMES,
-                   "frame_order": ORIGINAL_ORDER}
 
-# Score-changing arguments each adapter fills in when they are not given.
-ADAPTER_DEFAULTS: dict[str, dict[str, object]] = {
-    "visdep_vlm": _VIDEO_DEFAULTS,
-    "visdep_llm": {"dtype": DEFAULT_DTYPE},
-    "visdep_vllm": _VIDEO_DEFAULTS,
-}
+@dataclass(frozen=True)
+class Argument:
+    """One model_arg of an engine (`model_adapters.engines`): what it is read as, its default (filled in when it is
+    not given; None: left out) and whether it changes a score (then it is in the run's settings, the audit's model
+    key and the durable store's key: `registry.score_settings`)."""
 
-# model_args that decide where and how fast a model runs or how its files are fetched, not what it scores
-# (attention kernels and devices change float rounding only). Runs that differ only in these are one model;
-# every other model_arg (max_frames, frame_folder_fps, dtype, revision, subfolder, variant, gguf_file, ...,
-# and any argument not listed here) tells runs apart.
-NOT_SCORE_CHANGING = frozenset({
-    "device", "device_map", "batch_size", "max_batch_size", "attn_implementation", "cache_dir",
-    "local_files_only", "token", "low_cpu_mem_usage", "offload_folder",
-    "decode_workers", "prefetch_videos", "prefetch_mb",
-    # visdep_vllm's engine arguments (model_adapters.vllm_adapter.ENGINE_ARGUMENTS)
-    "tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size", "gpu_memory_utilization",
-    "max_model_len", "max_num_seqs", "max_num_batched_tokens", "enable_prefix_caching", "enforce_eager",
-    "distributed_executor_backend", "block_size",
-})
+    name: str
+    kind: type = str  # str, int, float or bool
+    default: object = None
+    changes_scores: bool = True
+    choices: tuple[str, ...] = ()  # a str argument's values (read lowercased)
+
+
+# The score-changing arguments of every engine that shows a model frames (docs/ladder.md for the last two)
+FRAME_ARGUMENTS = (Argument("max_frames", int, DEFAULT_MAX_FRAMES), Argument("frame_folder_fps", float,
+                                                                          DEFAULT_FRAME_FOLDER_FPS),
+                   Argument("frames", str, UNIFORM_FRAMES, choices=FRAME_SAMPLINGS),
+                   Argument("frame_order", str, ORIGINAL_ORDER, choices=FRAME_ORDERS))
+DTYPES = ("auto", "float32", "float16", "bfloat16")
+DTYPE_ARGUMENT = Argument("dtype", str, DEFAULT_DTYPE, choices=DTYPES)
+# Arguments the adapter itself reads, whatever the engine (lmms-eval passes the last two)
+BATCH_ARGUMENTS = (Argument("batch_size", str, changes_scores=False),
+                   Argument("max_batch_size", str, changes_scores=False))
+
 # Yes/no loader arguments that choose what is loaded: `trust_remote_code` the modeling code (a folder's own class
 # or transformers'), `use_safetensors` the weight file where a folder holds both. Written "true"/"false"; the
 # loader's default (LOADER_DEFAULTS) is the same model as not giving the argument.
@@ -85,15 +90,61 @@ def canonical_value(name: str, value: object) -> str:
     return text.lower() if name in _LOWER else text
 
 
-def score_settings(adapter: str, model_args: Mapping[str, object]) -> dict[str, str]:
-    """The score-changing settings of a run besides its checkpoint, defaults filled in, values canonical:
-    every model_arg but `pretrained` and NOT_SCORE_CHANGING, plus the adapter's defaults for those not given, less
-    those set to the loader's default (`trust_remote_code=False`), and `max_frames` and `frame_order` where
-    `frames=middle` (one frame whatever the budget, in any order).
-    An adapter visdep does not know gets no defaults (its arguments are taken as written)."""
-    settings = {name: canonical_value(name, value) for name, value in ADAPTER_DEFAULTS.get(adapter, {}).items()}
-    settings |= {name: canonical_value(name, value) for name, value in model_args.items()
-                 if name != "pretrained" and name not in NOT_SCORE_CHANGING}
+def read_value(adapter: str, argument: Argument, value: object) -> object:
+    """A model_arg's value (as lmms-eval passes it: text, or a number or yes/no it converted) read as its type; one
+    that cannot be is a `VisdepError` naming the adapter and the argument."""
+    text = str(value).strip()
+    kind = argument.kind
+    try:
+        if kind is bool:
+            if text.lower() not in _TRUE | _FALSE:
+                raise ValueError
+            return text.lower() in _TRUE
+        if kind is int:
+            number = float(text)
+            if number != int(number):
+                raise ValueError
+            return int(number)
+        if kind is float:
+            return float(text)
+    except ValueError:
+        names = {bool: "true or false", int: "an integer", float: "a number"}
+        raise VisdepError(f"{adapter}: {argument.name} must be {names[kind]}, got {value!r}") from None
+    if argument.choices:
+        if text.lower() not in argument.choices:
+            raise VisdepError(f"{adapter}: {argument.name} must be one of {', '.join(argument.choices)}, got {value!r}")
+        return text.lower()
+    return text
+
+
+def canonical_text(argument: Argument, value: object) -> str:
+    """A value as one text by its argument's type: 2, "2" and "2.0" -> "2" for a number, "True" and "1" -> "true"
+    for a yes/no, lowercased for a choice; a value that cannot be read as the type is kept as written."""
+    try:
+        typed = read_value("", argument, value)
+    except VisdepError:
+        return str(value).strip()
+    if isinstance(typed, bool):
+        return "true" if typed else "false"
+    return format(typed, "g") if isinstance(typed, float) else str(typed)
+
+
+def settings_of(defaults: Mapping[str, object], not_score_changing: frozenset[str] | set[str],
+                model_args: Mapping[str, object], spec: Mapping[str, Argument] | None = None) -> dict[str, str]:
+    """The score-changing settings of a run besides its checkpoint, defaults filled in, values canonical: every
+    model_arg but `pretrained` and `not_score_changing`, plus `defaults` for those not given, less those set to the
+    loader's default (`trust_remote_code=False`), and `max_frames` and `frame_order` where `frames=middle` (one frame
+    whatever the budget, in any order). Values are written by their argument's type where `spec` has it
+    (`canonical_text`), else by name (`canonical_value`). `registry.score_settings` gives an adapter's from its
+    engine's spec."""
+    spec = spec or {}
+
+    def text(name: str, value: object) -> str:
+        return canonical_text(spec[name], value) if name in spec else canonical_value(name, value)
+
+    settings = {name: text(name, value) for name, value in defaults.items()}
+    settings |= {name: text(name, value) for name, value in model_args.items()
+                 if name != "pretrained" and name not in not_score_changing}
     settings = {name: value for name, value in settings.items() if LOADER_DEFAULTS.get(name) != value}
     if settings.get("frames") == MIDDLE_FRAME:
         settings.pop("max_frames", None)

@@ -113,6 +113,6 @@ def test_no_product_file_outgrows_a_reader():
 def test_the_walk_sees_function_local_imports(tmp_path):
     """The check can fail: a module that imports another inside a function is seen to depend on it."""
     path = tmp_path / "probe.py"
-    path.write_text("def f():\n    from visdep_metrics.audit import compute\n    import model_adapters.base\n")
+    path.write_text("def f():\n    from visdep_metrics.audit import compute\n    import model_adapters.presentation\n")
     assert _imports(path, "lmms_eval_tasks.probe", set(_modules())) == {"visdep_metrics.audit.compute",
-                                                                           "model_adapters.base"}
+                                                                           "model_adapters.presentation"}

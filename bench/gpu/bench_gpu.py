@@ -284,8 +284,7 @@ def run(args: argparse.Namespace, save) -> dict:
     import transformers
 
     from lmms_eval_tasks.evaluation import Evaluation, evaluating
-    from model_adapters.llm import VisdepLLM
-    from model_adapters.vlm import VisdepVLM
+    from model_adapters.adapter import VisdepLLM, VisdepVLM
 
     started = time.perf_counter()
     spec = SIZES[args.size]
@@ -339,7 +338,7 @@ def run(args: argparse.Namespace, save) -> dict:
                           parameters=sum(p.numel() for p in model.parameters()) if hasattr(model, "parameters")
                           else None)
             if video and name == "visdep_vlm":
-                result["visual_tokens_per_video"] = visual_tokens(adapter.processor, videos[0])
+                result["visual_tokens_per_video"] = visual_tokens(adapter.engine.processor, videos[0])
             if args.device.startswith("cuda"):
                 result["peak_gpu_gib"] = round(torch.cuda.max_memory_allocated() / 2**30, 2)
                 torch.cuda.reset_peak_memory_stats()

@@ -47,11 +47,11 @@ def test_bf16_positions_equal_the_float32_rule_for_clips_of_5_s_to_20_min(bf16_q
     assert adapter.model.dtype == torch.bfloat16
     prefix = "<|im_start|>user\n<|vision_start|><|video_pad|><|vision_end|>"
     clips = {f"clip{i}": clip(*c) for i, c in enumerate(CLIPS)}
-    adapter.frames = clips.__getitem__  # the adapter's decoding step, given these frames and their timing
+    adapter.engine.frames = clips.__getitem__  # the adapter's decoding step, given these frames and their timing
     seconds, moved, bf16_would_move = [], {}, 0
     for name, (frames, metadata) in clips.items():
-        inputs, next_position = adapter._prefix_to_model(adapter._prepare_prefix(name, prefix))
-        reference = adapter.processor(text=[prefix], videos=[frames], video_metadata=[metadata],
+        inputs, next_position = adapter.engine._prefix_to_model(adapter.engine._prepare_prefix(name, prefix))
+        reference = adapter.engine.processor(text=[prefix], videos=[frames], video_metadata=[metadata],
                                       do_sample_frames=False, return_tensors="pt", add_special_tokens=False)
         expected = qwen_position_ids(adapter.model.config, reference)
         difference = int((inputs["position_ids"] - expected).abs().max())

@@ -20,7 +20,8 @@ import pytest
 
 from lmms_eval_tasks.evaluation import current
 from lmms_eval_tasks.loaders import load_benchmark
-from model_adapters import identity, llm
+from model_adapters import identity, presentation
+from model_adapters.engines.hf import TextEngine
 from tests.helpers.adapters import (
     ENGINES,
     count_forwards,
@@ -105,7 +106,7 @@ def test_a_checkpoint_changed_while_it_loads_stores_nothing(tiny_models, benchma
     loads): the identity taken before loading differs from the one after, and the run neither writes nor reads the
     store; the same checkpoint loaded undisturbed uses it."""
     checkpoint = Path(shutil.copytree(tiny_models["qwen2"], tmp_path / "qwen2"))
-    load = llm.VisdepLLM.load_model
+    load = TextEngine.load_model
 
     def saved_into_meanwhile(self):
         model = load(self)
@@ -113,13 +114,13 @@ def test_a_checkpoint_changed_while_it_loads_stores_nothing(tiny_models, benchma
         config.write_text(json.dumps({**json.loads(config.read_text()), "model_max_length": 4096}))
         return model
 
-    monkeypatch.setattr(llm.VisdepLLM, "load_model", saved_into_meanwhile)
+    monkeypatch.setattr(TextEngine, "load_model", saved_into_meanwhile)
     docs = [q.document() for q in load_benchmark("vru_accident")[:4]]
     moving = make_adapter("qwen2", checkpoint)
     assert not moving.checkpoint_settled
     moving.loglikelihood(requests_for(moving, docs, video=False))
     assert store_files(store_root) == []
-    monkeypatch.setattr(llm.VisdepLLM, "load_model", load)
+    monkeypatch.setattr(TextEngine, "load_model", load)
     settled = make_adapter("qwen2", checkpoint)
     assert settled.checkpoint_settled
     settled.loglikelihood(requests_for(settled, docs, video=False))
@@ -168,7 +169,7 @@ def test_an_edited_chat_template_is_another_question(tiny_models, benchmark_env,
     docs = [q.document() for q in load_benchmark("vru_accident")[:6]]
     adapter = make_adapter(kind, tiny_models[kind], batch_size=3)
     first = adapter.loglikelihood(requests_for(adapter, docs, video=video))
-    holder = adapter.tokenizer if kind == "qwen2" else adapter.processor
+    holder = adapter.engine.tokenizer if kind == "qwen2" else adapter.engine.processor
     assert SYSTEM_LINE in holder.chat_template
     holder.chat_template = holder.chat_template.replace(SYSTEM_LINE, "You are a careful assistant.")
     calls, edited = rerun(adapter, docs, video)
@@ -182,7 +183,7 @@ def test_changed_prompt_code_is_another_question(tiny_models, benchmark_env, sto
     docs = [q.document() for q in load_benchmark("vru_accident")[:4]]
     adapter = make_adapter("qwen2_base", tiny_models["qwen2_base"], batch_size=2)
     adapter.loglikelihood(requests_for(adapter, docs, video=False))
-    monkeypatch.setattr(llm, "ANSWER_CUE", "\nThe answer is:")
+    monkeypatch.setattr(presentation, "ANSWER_CUE", "\nThe answer is:")
     calls, values = rerun(adapter, docs, video=False)
     assert calls == 2 and values == without_store(adapter, docs, video=False)
 

@@ -47,7 +47,7 @@ def questions() -> list[dict]:
 
 
 def naive_scores(adapter, docs: list[dict], video: bool) -> list[tuple[float, bool]]:
-    processor = getattr(adapter, "processor", adapter.tokenizer)
+    processor = getattr(adapter.engine, "processor", None) or adapter.engine.tokenizer
     out = []
     for doc in docs:
         video_input = read_frames(Path(tasks.doc_to_visual_video(doc)[0]), MAX_FRAMES) if video else None
@@ -101,7 +101,7 @@ def test_shared_prefix_and_one_decode_per_video(tiny_models, benchmark_env):
     first = adapter.loglikelihood(requests)
     assert calls[0] == (1 + 2) + 1
     videos = {tasks.doc_to_visual_video(d)[0] for d in docs}
-    assert dict(adapter.frames.decodes) == {v: 1 for v in videos}
+    assert dict(adapter.engine.frames.decodes) == {v: 1 for v in videos}
 
     order = np.random.default_rng(0).permutation(len(requests))
     pad = requests[-1].__class__(**{**vars(requests[-1]), "metadata": {**requests[-1].metadata,
@@ -111,16 +111,16 @@ def test_shared_prefix_and_one_decode_per_video(tiny_models, benchmark_env):
     # Shuffling regroups the questions into other batches: equal up to float rounding.
     assert_same(again[: len(order)], [first[i] for i in order])
     assert again[-2:] == [again[list(order).index(len(requests) - 1)]] * 2
-    assert dict(adapter.frames.decodes) == {v: 1 for v in videos}, "the frame cache must serve the second call"
+    assert dict(adapter.engine.frames.decodes) == {v: 1 for v in videos}, "the frame cache must serve the second call"
 
 
 def test_letters_are_the_first_assistant_token(adapter_of, benchmark_env):
     adapter = adapter_of("qwen2_5_vl")
     doc = load_benchmark("vru_accident")[0].document()
-    [question] = adapter.hf_questions(adapter.present([_request(adapter, doc, ["A", "B"], video=True)]))
-    header = adapter.tokenizer("<|im_start|>assistant\n", add_special_tokens=False)["input_ids"]
+    [question] = adapter.engine.questions(adapter.present([_request(adapter, doc, ["A", "B"], video=True)]))
+    header = adapter.engine.tokenizer("<|im_start|>assistant\n", add_special_tokens=False)["input_ids"]
     assert question.tail[-len(header):] == header
-    assert question.continuations == [[adapter.tokenizer.convert_tokens_to_ids(c)] for c in "AB"]
+    assert question.continuations == [[adapter.engine.tokenizer.convert_tokens_to_ids(c)] for c in "AB"]
 
 
 def _request(adapter, doc, continuations, video):
@@ -137,21 +137,21 @@ def test_is_greedy_true_for_the_greedy_continuation(adapter_of, benchmark_env, k
     survive decoding and re-encoding, so the first question whose greedy tokens do is used."""
     adapter = adapter_of(kind)
     video = kind in VLM_KINDS
-    processor = getattr(adapter, "processor", adapter.tokenizer)
+    processor = getattr(adapter.engine, "processor", None) or adapter.engine.tokenizer
     for doc in (q.document() for q in load_benchmark("vru_accident")):
         video_input = read_frames(Path(tasks.doc_to_visual_video(doc)[0]), MAX_FRAMES) if video else None
         prompt, special = reference_prompt(processor, tasks.doc_to_text(doc), video)
         inputs = reference_inputs(adapter.model, processor, prompt, special, video_input)
         generated = adapter.model.generate(**inputs, max_new_tokens=2, min_new_tokens=2, do_sample=False)
         greedy = generated[0, inputs["input_ids"].shape[1]:].tolist()
-        text = adapter.tokenizer.decode(greedy)
+        text = adapter.engine.tokenizer.decode(greedy)
         [check] = adapter.present([_request(adapter, doc, [text], video)])
         if check.options == (tuple(greedy),):
             break
     else:
         pytest.fail("no question's greedy tokens survive decoding and re-encoding")
-    other = next(t for t in adapter.tokenizer.convert_tokens_to_ids(["A", "B"]) if t != greedy[-1])
-    wrong = adapter.tokenizer.decode(greedy[:-1] + [other])
+    other = next(t for t in adapter.engine.tokenizer.convert_tokens_to_ids(["A", "B"]) if t != greedy[-1])
+    wrong = adapter.engine.tokenizer.decode(greedy[:-1] + [other])
     got = adapter.loglikelihood(requests_for(adapter, [doc], video, choices=lambda d: [text, wrong]))
     assert [g[1] for g in got] == [True, False]
     assert_same(got, naive_option_scores(adapter.model, processor, tasks.doc_to_text(doc), [text, wrong], video_input))

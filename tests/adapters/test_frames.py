@@ -223,7 +223,7 @@ def test_a_copy_of_a_video_is_shuffled_alike_and_another_video_otherwise(tmp_pat
 
 def test_conditions_are_settings_written_one_way():
     from model_adapters.frames import frame_source
-    from model_adapters.settings import score_settings
+    from model_adapters.registry import score_settings
 
     plain = score_settings("visdep_vlm", {})
     assert (plain["frames"], plain["frame_order"]) == ("uniform", "original")

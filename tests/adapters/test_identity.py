@@ -169,7 +169,7 @@ def test_the_libraries_that_compute_values_are_keyed():
 
 
 def test_loader_switches_that_choose_what_is_loaded_change_the_settings():
-    from model_adapters.settings import score_settings
+    from model_adapters.registry import score_settings
 
     plain = score_settings("visdep_llm", {})
     assert score_settings("visdep_llm", {"trust_remote_code": "False"}) == plain
@@ -201,8 +201,9 @@ def test_a_hub_checkpoint_is_its_commit(tmp_path):
 
 def test_the_scoring_code_is_every_module_that_computes_values():
     names = {f"{p.parent.name}/{p.name}" for p in identity.value_code_files()}
-    assert {"model_adapters/base.py", "model_adapters/llm.py", "model_adapters/vlm.py", "model_adapters/scoring.py",
-            "model_adapters/frames.py", "model_adapters/families.py", "lmms_eval_tasks/videos.py"} <= names
+    assert {"model_adapters/adapter.py", "model_adapters/presentation.py", "engines/hf.py", "engines/vllm.py",
+            "model_adapters/scoring.py", "model_adapters/vllm_engine.py", "model_adapters/frames.py",
+            "model_adapters/families.py", "lmms_eval_tasks/videos.py"} <= names
     assert not names & {"model_adapters/durable.py", "model_adapters/identity.py", "model_adapters/registry.py"}
     assert len(identity.code_identity()) == 64
 
@@ -246,8 +247,7 @@ def test_a_video_file_is_its_size_time_and_sampled_content(tmp_path):
 
 # --------------------------------------------------------------------------- what an adapter records
 def test_defaults_are_filled_in_before_runs_are_told_apart(tiny_models):
-    from model_adapters.llm import VisdepLLM
-    from model_adapters.vlm import VisdepVLM
+    from model_adapters.adapter import VisdepLLM, VisdepVLM
 
     path = str(tiny_models["qwen2_5_vl"])
     default = VisdepVLM(pretrained=path, device="cpu")

@@ -178,7 +178,7 @@ def requests(videos: list[Path]) -> list[DistinctQuestion]:
 
 
 def score(adapter, reqs, **kwargs):
-    questions = adapter.hf_questions(adapter.present(reqs))
+    questions = adapter.engine.questions(adapter.present(reqs))
     return score_questions(adapter.model, questions, adapter.batch_size, adapter.device, progress=False, **kwargs)
 
 
@@ -190,13 +190,13 @@ def test_prefetched_scores_equal_the_serial_ones_bit_for_bit(tiny_models, videos
     ahead = make_adapter(kind, tiny_models[kind], batch_size=2, max_frames=MAX_FRAMES, decode_workers=3,
                          prefetch_videos=2)
     threads = set()
-    prepare = ahead._prepare_prefix
-    ahead._prepare_prefix = lambda *a: threads.add(threading.current_thread().name) or prepare(*a)
+    prepare = ahead.engine._prepare_prefix
+    ahead.engine._prepare_prefix = lambda *a: threads.add(threading.current_thread().name) or prepare(*a)
     expected = score(serial, requests(videos))
     got = score(ahead, requests(videos))
     assert got == expected
     assert threads and all(t.startswith("visdep-prepare") for t in threads)
-    assert dict(ahead.frames.decodes) == {str(v): 1 for v in videos}
+    assert dict(ahead.engine.frames.decodes) == {str(v): 1 for v in videos}
     assert all(np.isfinite(loss) for result in got for loss, _ in result)
 
 
@@ -208,9 +208,9 @@ def test_stored_batches_need_no_video(tiny_models, videos):
     reqs = requests(videos)
     full = score(adapter, reqs)
     stored_videos = {str(videos[1]), str(videos[5]), str(videos[7])}
-    adapter.frames = type(adapter.frames)(MAX_FRAMES, decoder_threads=1)
+    adapter.engine.frames = type(adapter.engine.frames)(MAX_FRAMES, decoder_threads=1)
     resumed = score(adapter, reqs, done=lambda part: all(reqs[i].visuals[0] in stored_videos for i in part))
-    assert set(adapter.frames.decodes) == {str(v) for v in videos} - stored_videos
+    assert set(adapter.engine.frames.decodes) == {str(v) for v in videos} - stored_videos
     for r, a, b in zip(reqs, full, resumed, strict=True):
         assert b is None if r.visuals[0] in stored_videos else a == b
 
@@ -223,13 +223,13 @@ def test_an_unreadable_video_fails_naming_it(tiny_models, videos, tmp_path):
     adapter = make_adapter("qwen2_5_vl", tiny_models["qwen2_5_vl"], batch_size=2, max_frames=MAX_FRAMES,
                            decode_workers=2)
     threads = {}
-    prepare = adapter._prepare_prefix
+    prepare = adapter.engine._prepare_prefix
 
     def recorded(video, text):
         threads[video] = threading.current_thread().name
         return prepare(video, text)
 
-    adapter._prepare_prefix = recorded
+    adapter.engine._prepare_prefix = recorded
     reqs = requests(videos[:4]) + [DistinctQuestion("t", 99, "A much longer question than the others, so it is "
                                                    "scored last: " * 4 + "\nA. yes\nB. no", [str(broken)], "broken",
                                                    ["A", "B"])]
@@ -248,7 +248,7 @@ def test_progress_and_log_say_videos_per_second_and_waiting(tiny_models, videos,
     lines = []
     sink = logger.add(lines.append, format="{message}")
     try:
-        questions = adapter.hf_questions(adapter.present(requests(videos[:3])))
+        questions = adapter.engine.questions(adapter.present(requests(videos[:3])))
         score_questions(adapter.model, questions, 2, adapter.device, progress=True)
     finally:
         logger.remove(sink)

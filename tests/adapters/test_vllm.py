@@ -147,8 +147,9 @@ def test_forced_scores_are_read_from_the_generated_tokens_and_refused_when_vllm_
 def test_loading_the_registry_or_the_engine_module_does_not_import_vllm():
     from model_adapters.registry import MODELS
 
-    assert MODELS["visdep_vllm"] == "model_adapters.vllm_adapter.VisdepVLLM"
-    assert heavy_modules_loaded(["model_adapters.registry", "model_adapters.vllm_engine"], heavy=("vllm",)) == []
+    assert MODELS["visdep_vllm"] == "model_adapters.adapter.VisdepVLLM"
+    modules = ["model_adapters.registry", "model_adapters.engines.vllm", "model_adapters.vllm_engine"]
+    assert heavy_modules_loaded(modules, heavy=("vllm",)) == []
 
 
 @pytest.mark.parametrize(("arguments", "message"), [
@@ -157,7 +158,7 @@ def test_loading_the_registry_or_the_engine_module_does_not_import_vllm():
     ({"enforce_eager": "maybe"}, "enforce_eager must be true or false"),
 ])
 def test_bad_model_args_are_refused_before_anything_loads(arguments, message):
-    from model_adapters.vllm_adapter import VisdepVLLM
+    from model_adapters.adapter import VisdepVLLM
 
     with pytest.raises(ValueError, match=message.replace("[", r"\[").replace("]", r"\]")):
         VisdepVLLM(pretrained="/nonexistent", **arguments)
@@ -200,7 +201,8 @@ def test_a_llava_onevision_checkpoint_saved_by_transformers_5_is_refused_in_one_
     import shutil
 
     from lmms_eval_tasks.errors import VisdepError
-    from model_adapters.vllm_adapter import VisdepVLLM, check_vllm_reads_the_weights
+    from model_adapters.adapter import VisdepVLLM
+    from model_adapters.engines.vllm import check_vllm_reads_the_weights
 
     with pytest.raises(VisdepError, match=r"names its vision tower's weights as transformers 5 saves them "
                                           r"\(vision_tower\.[a-z_.0-9]+\).*rename vision_tower\.\* to "
@@ -596,7 +598,7 @@ def test_bf16_vllm_positions_and_ranking_equal_visdep_vlm(dtype_probes):
     assert requests, "vLLM computed no positions for the probe's prompt"
     assert all(r["positions"] == ours for r in requests)
 
-    adapter.frames = timed_as(adapter.frames, *LONG_CLIP)
+    adapter.engine.frames = timed_as(adapter.engine.frames, *LONG_CLIP)
     questions = [DistinctQuestion("probe", i, text, [dtype_probes["video"]], f"probe {i}", ("A", "B", "C", "D"))
                  for i, text in enumerate(QUESTIONS)]
     hf = np.array([[-loss for loss, _ in q] for q in adapter.score(adapter.present(questions), Batches())])

@@ -10,7 +10,7 @@ import os
 import pytest
 import sklearn  # noqa: F401  # sets KMP_DUPLICATE_LIB_OK and KMP_INIT_AT_FORK when first imported: not ours
 
-from model_adapters.base import ScoringAdapter
+from model_adapters.adapter import EngineAdapter
 from visdep_metrics.demo import training
 from visdep_metrics.demo.planted import PlantedConfig
 
@@ -29,8 +29,8 @@ def test_validate_leaves_the_environment_as_it_was(untrained_panel, monkeypatch,
     from visdep_metrics.demo.validate import validate
 
     asked = []
-    real = ScoringAdapter.loglikelihood
-    monkeypatch.setattr(ScoringAdapter, "loglikelihood",
+    real = EngineAdapter.loglikelihood
+    monkeypatch.setattr(EngineAdapter, "loglikelihood",
                         lambda self, requests: asked.extend(r.args[1] for r in requests) or real(self, requests))
     before = dict(os.environ)
     table = validate(tmp_path / "out", cache_dir=tmp_path / "cache", videos=4, max_frames=2, shares=(0.7,),

@@ -18,8 +18,7 @@ def make_adapter(kind: str, path: Path, engine: str = "hf", **kwargs):
         from tests.helpers.engines import NaiveLLM as VisdepLLM
         from tests.helpers.engines import NaiveVLM as VisdepVLM
     else:
-        from model_adapters.llm import VisdepLLM
-        from model_adapters.vlm import VisdepVLM
+        from model_adapters.adapter import VisdepLLM, VisdepVLM
 
     cls = VisdepLLM if kind in LLM_KINDS else VisdepVLM
     return cls(pretrained=str(path), device="cpu", **{"dtype": "float32", **kwargs})

@@ -10,22 +10,21 @@ from collections.abc import Sequence
 
 import torch
 
-from model_adapters.llm import VisdepLLM
+from model_adapters.adapter import VisdepLLM, VisdepVLM
 from model_adapters.pipeline import Batches, Presented, Scores
-from model_adapters.vlm import VisdepVLM
 from tests.helpers.naive import full_forward_logits, reference_inputs
 
 
 class NaiveScoring:
     @torch.inference_mode()
     def score(self, questions: Sequence[Presented], batches: Batches) -> list[Scores | None]:
-        processor = getattr(self, "processor", self.tokenizer)
+        processor = getattr(self.engine, "processor", None) or self.engine.tokenizer
         results: list[Scores | None] = []
         for i, q in enumerate(questions):
             if batches.skip is not None and batches.skip([i]):
                 results.append(None)
                 continue
-            video = None if q.video is None else self.frames(q.video)
+            video = None if q.video is None else self.engine.frames(q.video)
             n_context = reference_inputs(self.model, processor, q.prompt, q.add_special_tokens, video)["input_ids"]
             scores = []
             for text in q.scored:

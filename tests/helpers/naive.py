@@ -18,9 +18,8 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from model_adapters.base import answer_strings
-from model_adapters.llm import chat_prompt
-from model_adapters.vlm import on_device, user_message
+from model_adapters.engines.hf import on_device
+from model_adapters.presentation import TokenizerTemplates, answer_strings, chat_prompt, user_message
 from tests.adapters.independent_reference import qwen_position_ids
 
 
@@ -30,7 +29,7 @@ def reference_prompt(processor, context: str, with_video: bool) -> tuple[str, bo
     if hasattr(processor, "tokenizer"):
         return processor.apply_chat_template(user_message(context, with_video), add_generation_prompt=True,
                                              tokenize=False), False
-    return chat_prompt(processor, context)
+    return chat_prompt(TokenizerTemplates(processor), context)
 
 
 def reference_inputs(model, processor, text: str, add_special_tokens: bool, video: tuple | None) -> dict:

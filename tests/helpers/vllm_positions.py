@@ -59,8 +59,8 @@ def timed_as(source, total: int, fps: float):
 
 
 def engine(checkpoint: str, video: str, dtype: str, total: str | None = None, fps: str | None = None) -> dict:
+    from model_adapters.adapter import VisdepVLLM
     from model_adapters.pipeline import Batches, DistinctQuestion
-    from model_adapters.vllm_adapter import VisdepVLLM
     from tests.helpers.vllm_probe import QUESTIONS
 
     cls = qwen25_class()
@@ -74,13 +74,13 @@ def engine(checkpoint: str, video: str, dtype: str, total: str | None = None, fp
     cls.get_mrope_input_positions = capture  # the engine runs in this process (VLLM_ENABLE_V1_MULTIPROCESSING=0)
     adapter = VisdepVLLM(pretrained=checkpoint, dtype=dtype, enforce_eager="true", max_model_len="4096")
     if total is not None:
-        adapter.frames = timed_as(adapter.frames, int(total), float(fps))
+        adapter.engine.frames = timed_as(adapter.engine.frames, int(total), float(fps))
     questions = [DistinctQuestion("probe", i, text, [video], f"probe {i}", ("A", "B", "C", "D"))
                  for i, text in enumerate(QUESTIONS)]
     presented = adapter.present(questions)
     scores = adapter.score(presented, Batches())
-    frames, metadata = adapter.frames(video)
-    encoding = adapter.processor(text=[presented[0].prompt], videos=[frames], video_metadata=[metadata],
+    frames, metadata = adapter.engine.frames(video)
+    encoding = adapter.engine.processor(text=[presented[0].prompt], videos=[frames], video_metadata=[metadata],
                                  do_sample_frames=False, return_tensors="pt", add_special_tokens=False)
     prompt = {k: encoding[k].tolist() for k in ("input_ids", "video_grid_thw", "second_per_grid_ts")}
     return {"scores": scores, "requests": captured, "prompt": prompt}

@@ -20,8 +20,8 @@ import dataclasses
 import json
 import sys
 
+from model_adapters.adapter import VisdepVLLM
 from model_adapters.pipeline import Batches, DistinctQuestion
-from model_adapters.vllm_adapter import VisdepVLLM
 from model_adapters.vllm_engine import score_with_vllm
 
 QUESTIONS = [("What's the weather and lighting? Answer with the option's letter from the given choices directly.\n"
@@ -57,21 +57,21 @@ def main(checkpoint: str, video: str) -> None:
                  for i, text in enumerate(QUESTIONS)]
     presented = adapter.present(questions)
     right = adapter.score(presented, Batches())
-    source = adapter.frames
+    source = adapter.engine.frames
 
     def timed_24(path: str):
         frames, metadata = source(path)
         n = metadata.total_num_frames
         return frames, dataclasses.replace(metadata, fps=24.0, duration=n / 24.0)
 
-    adapter.frames = timed_24
+    adapter.engine.frames = timed_24
     other = adapter.score(presented, Batches())
-    adapter.frames = source
+    adapter.engine.frames = source
 
     with_options = adapter.present([dataclasses.replace(q, continuations=options)
                                     for q, options in zip(questions, OPTIONS, strict=True)])
-    llm = adapter._model
-    options = {"forced_route": adapter.forced_options,
+    llm = adapter.engine._model
+    options = {"forced_route": adapter.engine.forced_options,
                "block_size": llm.llm_engine.vllm_config.cache_config.block_size,
                "option_tokens": [[len(o) for o in q.options] for q in with_options],
                "forced": recorded(llm, lambda: adapter.score(with_options, Batches())),

@@ -1,11 +1,10 @@
-"""Find the runs in lmms-eval output trees and tell models apart (reading their samples is `samples.py`'s job,
-pairing them `pairing.py`'s).
+"""Find the runs in lmms-eval output trees and tell models apart (reading samples: `samples.py`; pairing: `pairing.py`).
 
 An lmms-eval run with ``--log_samples`` writes, in ``OUT/`` or ``OUT/<model>/``, ``<date>_results.json`` and one
 ``<date>_samples_<task>.jsonl`` per task; any nesting of folders is searched and several runs may share a tree.
 
 A model is a checkpoint under one set of score-changing settings: the adapter, its arguments with the adapter's
-defaults filled in (`model_adapters.settings.score_settings`: a run with default arguments and one that writes
+defaults filled in (`model_adapters.registry.score_settings`: a run with default arguments and one that writes
 `max_frames=16` out are one model, one with `max_frames=8` another) and the records' scoring. Where the results file
 holds visdep's own section (`results["visdep"]["model"]`, written by visdep's adapters) its `pretrained`, `settings`
 and `checkpoint` identity are used; otherwise `pretrained=` and the other `model_args` of `config`.
@@ -28,7 +27,8 @@ from loguru import logger
 from lmms_eval_tasks.errors import excerpt
 from lmms_eval_tasks.loaders import known_benchmarks
 from lmms_eval_tasks.reading import read_bytes, read_json_text
-from model_adapters.settings import LADDER_SETTINGS, condition_of, score_settings
+from model_adapters.registry import score_settings
+from model_adapters.settings import LADDER_SETTINGS, condition_of
 from visdep_metrics.audit.samples import MODES, RunDataError, first_record, read_samples
 
 RESULTS_SUFFIX = "_results.json"

@@ -98,10 +98,8 @@ def _examples(processor, config: PlantedConfig, role: str, max_frames: int):
     from transformers.video_utils import VideoMetadata
 
     from lmms_eval_tasks.tasks import build_prompt
-    from model_adapters.base import answer_strings
     from model_adapters.frames import sample_indices
-    from model_adapters.llm import chat_prompt
-    from model_adapters.vlm import user_message
+    from model_adapters.presentation import TokenizerTemplates, answer_strings, chat_prompt, user_message
 
     vlm = ROLES[role][1]
     for example in training_stream(config, role):
@@ -112,7 +110,7 @@ def _examples(processor, config: PlantedConfig, role: str, max_frames: int):
             text = processor.apply_chat_template(user_message(prompt, with_video), add_generation_prompt=True,
                                                  tokenize=False)
         else:
-            text, _ = chat_prompt(processor, prompt)
+            text, _ = chat_prompt(TokenizerTemplates(processor), prompt)
         continuation = answer_strings(text, [q.options[q.answer]])[0]
         if with_video:
             indices = sample_indices(len(example.frames), max_frames)

@@ -118,8 +118,7 @@ def validate(out: Path | None = None, cache_dir: Path | None = None, videos: int
     """The sweep (one row per setting, variant, panel size and τ); written to OUT/validate.csv, with the counts
     per variant in OUT/recovery.csv, when `out` is given."""
     from lmms_eval_tasks.evaluation import Evaluation, evaluating
-    from model_adapters.llm import VisdepLLM
-    from model_adapters.vlm import VisdepVLM
+    from model_adapters.adapter import VisdepLLM, VisdepVLM
     from visdep_metrics.demo.pipeline import (
         LLM_STEPS,
         ROLE_OF,
