@@ -17,6 +17,7 @@ The class of each model (`VisdepVLM`, ...) is made from the registry when first 
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Sequence
 
 from accelerate import Accelerator
@@ -82,6 +83,9 @@ class EngineAdapter(lmms):
                                                    else batch_size, max_batch_size)
         self.engine: Engine = engine_class(name, read_arguments(name, engine_class.arguments, model_args,
                                                                 own=("batch_size", SCORING_ARGUMENT)))
+        # the engine's module read now, before any scoring (`identity.code_identity`)
+        self.engine_source = inspect.getsourcefile(engine_class)
+        identity.code_identity(self.engine_source)
         self.accelerator = Accelerator()  # lmms-eval's evaluator uses it for its collectives
         self._rank, self._world_size = self.engine.rank, self.engine.world_size
         # identified before and after loading: files that change meanwhile (a trainer saving into the folder) would
@@ -133,14 +137,16 @@ class EngineAdapter(lmms):
     def run_identity(self) -> dict:
         """What the run's model was (JSON data), for `results["visdep"]["model"]`."""
         return {"adapter": self.adapter_name, "pretrained": self.pretrained, "settings": self.run_settings,
-                "checkpoint": self.checkpoint, "code": identity.code_identity(), **identity.library_versions(),
+                "checkpoint": self.checkpoint, "code": identity.code_identity(self.engine_source),
+                **identity.library_versions(),
                 **self.engine.run_record()}
 
     def model_identity(self) -> dict:
         """Everything besides the question that changes a value: the durable store's model key. The engine adds what
         changes float rounding (the dtype run, the device, the attention kernel, an engine's version)."""
         return {"adapter": self.adapter_name, "settings": self.run_settings, "checkpoint": self.checkpoint["identity"],
-                "code": identity.code_identity(), **identity.library_versions(), **self.engine.store_key()}
+                "code": identity.code_identity(self.engine_source), **identity.library_versions(),
+                **self.engine.store_key()}
 
     def loglikelihood(self, requests) -> list[tuple[float, bool, str]]:
         """(-sum log p(continuation | context), is_greedy, the string scored) per request, in input order.

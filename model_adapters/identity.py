@@ -227,18 +227,23 @@ def _package(name: str) -> str | None:
         return None
 
 
-def value_code_files() -> list[Path]:
-    """The source files whose code computes scored values (see the module's docstring)."""
+def value_code_files(engine: str | os.PathLike | None = None) -> list[Path]:
+    """The source files whose code computes scored values (see the module's docstring): with `engine` (an engine's
+    source file), that engine's own module; without, every engine module of the package."""
     package = Path(__file__).resolve().parent
     own = sorted(p for p in package.glob("*.py") if p.name not in _NOT_VALUE_CODE)
-    return own + sorted(package.glob("engines/*.py")) + [Path(videos_module.__file__).resolve()]
+    engines = {package / "engines" / "__init__.py",
+               *(package.glob("engines/*.py") if engine is None else [Path(engine).resolve()])}
+    return own + sorted(engines) + [Path(videos_module.__file__).resolve()]
 
 
 @cache
-def code_identity() -> str:
-    """SHA-256 (hex) over the names and contents of `value_code_files()`, read once per process, when this module
-    is imported (with the adapters' modules): a file edited while a run goes on does not change its identity."""
-    return digest([[p.parent.name + "/" + p.name, file_sha256(p)] for p in value_code_files()])
+def code_identity(engine: str | None = None) -> str:
+    """SHA-256 (hex) over the names and contents of `value_code_files(engine)`, read once per process and engine
+    (the package's own files when this module is imported, with the adapters' modules; an engine's when its adapter is
+    first built): a file edited while a run goes on does not change its identity. Editing one engine's module leaves
+    the other engines' stored values valid."""
+    return digest([[p.parent.name + "/" + p.name, file_sha256(p)] for p in value_code_files(engine)])
 
 
 code_identity()

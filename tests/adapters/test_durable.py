@@ -192,7 +192,7 @@ def test_changed_scoring_code_is_another_model(tiny_models, benchmark_env, store
     adapter = make_adapter("qwen2", tiny_models["qwen2"], batch_size=2)
     docs = [q.document() for q in load_benchmark("vru_accident")[:4]]
     adapter.loglikelihood(requests_for(adapter, docs, video=False))
-    monkeypatch.setattr(identity, "code_identity", lambda: "0" * 64)
+    monkeypatch.setattr(identity, "code_identity", lambda engine=None: "0" * 64)
     assert rerun(adapter, docs, video=False)[0] == 2
     assert len(list(store_root.glob("visdep/*/settings.json"))) == 2
 

@@ -201,11 +201,18 @@ def test_a_hub_checkpoint_is_its_commit(tmp_path):
 
 def test_the_scoring_code_is_every_module_that_computes_values():
     names = {f"{p.parent.name}/{p.name}" for p in identity.value_code_files()}
-    assert {"model_adapters/adapter.py", "model_adapters/presentation.py", "engines/hf.py", "engines/vllm.py",
-            "model_adapters/scoring.py", "model_adapters/vllm_engine.py", "model_adapters/frames.py",
-            "model_adapters/families.py", "lmms_eval_tasks/videos.py"} <= names
+    assert {"model_adapters/adapter.py", "model_adapters/presentation.py", "engines/__init__.py", "engines/hf.py",
+            "engines/vllm.py", "model_adapters/scoring.py", "model_adapters/vllm_engine.py",
+            "model_adapters/frames.py", "model_adapters/families.py", "lmms_eval_tasks/videos.py"} <= names
     assert not names & {"model_adapters/durable.py", "model_adapters/identity.py", "model_adapters/registry.py"}
     assert len(identity.code_identity()) == 64
+    # an engine's runs count its own module, not the other engines': editing one keeps the others' values
+    import model_adapters.engines.hf as hf
+
+    of_hf = {f"{p.parent.name}/{p.name}" for p in identity.value_code_files(hf.__file__)}
+    assert of_hf == names - {n for n in names if n.startswith("engines/") and n not in ("engines/__init__.py",
+                                                                                         "engines/hf.py")}
+    assert identity.code_identity(hf.__file__) != identity.code_identity()
 
 
 def test_identity_and_settings_load_without_torch():
