@@ -38,6 +38,7 @@ def test_the_wheel_holds_configs_and_finds_the_paper_panel_by_name(tmp_path):
         assert "lmms_eval_tasks/configs/panels/paper.yaml" in names
         assert "visdep_metrics/explorer/template.html.j2" in names  # the explorer page's template
         assert "visdep_metrics/explorer/explorer.js" in names  # and its code
+        assert {"model_adapters/engines/__init__.py", "model_adapters/engines/hf.py"} <= set(names)  # the engines
         # each built-in task's data file, which names its question source
         assert {f"lmms_eval_tasks/{b}/source.jsonl" for b in ("mmau", "videomme", "mlvu")} <= set(names)
         archive.extractall(tmp_path / "site")
