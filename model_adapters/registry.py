@@ -19,6 +19,7 @@ ADAPTERS: dict[str, tuple[str, str]] = {
     "visdep_vlm": ("VisdepVLM", "model_adapters.engines.hf:VisionEngine"),
     "visdep_llm": ("VisdepLLM", "model_adapters.engines.hf:TextEngine"),
     "visdep_vllm": ("VisdepVLLM", "model_adapters.engines.vllm:VLLMEngine"),
+    "visdep_server": ("VisdepServer", "model_adapters.engines.server:ServerEngine"),
 }
 MODELS = {name: f"model_adapters.adapter.{class_name}" for name, (class_name, _) in ADAPTERS.items()}
 
