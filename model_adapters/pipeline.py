@@ -70,7 +70,7 @@ class Grouped:
 class Presented:
     """A distinct question as the model is shown it, whatever the engine: `prompt` is the templated text the options
     are scored after; `scored[k]` the string scored after it for `continuations[k]`; `context` the prompt's token ids
-    and `options[k]` those of `scored[k]` after it (tokenised jointly, `base.continuation_tokens`); `video` the
+    and `options[k]` those of `scored[k]` after it (tokenised jointly, `presentation.split_continuations`); `video` the
     video's path (frames and timing: the adapter's `frames.FrameSource`), None for a blind question;
     `add_special_tokens`: whether the tokenizer added its own (a base model's BOS) to `context`."""
 

@@ -29,10 +29,11 @@ class TokenizerTemplates:
         self.source = tokenizer_or_processor
         self.tokenizer = getattr(tokenizer_or_processor, "tokenizer", tokenizer_or_processor)
 
-    def render(self, messages: list[dict]) -> str | None:
+    def render(self, conversations: Sequence[list[dict]]) -> list[str | None]:
         if not getattr(self.source, "chat_template", None):
-            return None
-        return self.source.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+            return [None] * len(conversations)
+        return [self.source.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+                for messages in conversations]
 
     def tokenize(self, texts: Sequence[str], add_special_tokens: bool) -> list[list[int]]:
         return [list(ids) for ids in self.tokenizer(list(texts), add_special_tokens=add_special_tokens)["input_ids"]]
@@ -47,14 +48,14 @@ def answer_strings(prompt: str, continuations: Sequence[str]) -> list[str]:
     return [c if c[:1].isspace() else " " + c for c in continuations]
 
 
-def continuation_tokens(templates: Templates, prompt: str, continuations: Sequence[str], add_special_tokens: bool,
-                        qid: str) -> tuple[list[int], list[list[int]]]:
-    """Context tokens and each continuation's tokens: tok(prompt + c) minus the first len(tok(prompt)).
+def split_continuations(encoded: Sequence[Sequence[int]], prompt: str, continuations: Sequence[str], qid: str,
+                        ) -> tuple[list[int], list[list[int]]]:
+    """Context tokens and each continuation's tokens from `encoded` = [tok(prompt), tok(prompt + c) for each c]:
+    tok(prompt + c) minus the first len(tok(prompt)).
 
     Tokenising jointly keeps merges inside the continuation as the model would see them (lm-eval's rule).
     The rule needs tok(prompt + c) to start with tok(prompt); a tokenizer that merges across the boundary
     would make the shared context differ from what the model sees for that option, so that is an error."""
-    encoded = templates.tokenize([prompt] + [prompt + c for c in continuations], add_special_tokens)
     context = list(encoded[0])
     for c, ids in zip(continuations, encoded[1:], strict=True):
         if list(ids[:len(context)]) != context:
@@ -66,23 +67,39 @@ def continuation_tokens(templates: Templates, prompt: str, continuations: Sequen
 def chat_prompt(templates: Templates, context: str) -> tuple[str, bool]:
     """(text the options are scored after, whether the tokenizer must add its special tokens): one user turn of the
     chat template when there is one (it writes BOS itself), else the context and the answer cue "\\nAnswer:"."""
-    prompt = templates.render([{"role": "user", "content": context}])
+    [prompt] = templates.render([[{"role": "user", "content": context}]])
     return (prompt, False) if prompt is not None else (context + ANSWER_CUE, True)
+
+
+def _presented(templates: Templates, questions: Sequence[DistinctQuestion], prompts: Sequence[str],
+               special: Sequence[bool], videos: Sequence[str | None]) -> list[Presented]:
+    """The questions presented after their prompts: every question's texts tokenised in one call per value of
+    `special` (an engine may run them at once), then split into context and options."""
+    scored = [answer_strings(prompt, q.continuations) for q, prompt in zip(questions, prompts, strict=True)]
+    encoded: list[list[list[int]]] = [[] for _ in questions]
+    for flag in sorted(set(special)):
+        members = [i for i, s in enumerate(special) if s == flag]
+        texts = [[prompts[i]] + [prompts[i] + c for c in scored[i]] for i in members]
+        flat = iter(templates.tokenize([t for group in texts for t in group], flag))
+        for i, group in zip(members, texts, strict=True):
+            encoded[i] = [next(flat) for _ in group]
+    out = []
+    for q, prompt, strings, ids, flag, video in zip(questions, prompts, scored, encoded, special, videos, strict=True):
+        context, options = split_continuations(ids, prompt, strings, q.qid)
+        out.append(Presented(q.qid, prompt, tuple(q.continuations), tuple(strings), tuple(context),
+                             tuple(map(tuple, options)), video, flag))
+    return out
 
 
 def present_text(templates: Templates, questions: Sequence[DistinctQuestion], adapter: str) -> list[Presented]:
     """What a text-only model is shown of each question (`pipeline.Presented`)."""
-    out = []
     for q in questions:
         if q.visuals:
             raise VisdepError(f"{q.qid}: {adapter} scores a text-only model but task {q.task!r} gives it "
                               f"{list(q.visuals)!r}; run the blind task")
-        prompt, special = chat_prompt(templates, q.context)
-        scored = answer_strings(prompt, q.continuations)
-        context, options = continuation_tokens(templates, prompt, scored, special, q.qid)
-        out.append(Presented(q.qid, prompt, tuple(q.continuations), tuple(scored), tuple(context),
-                             tuple(map(tuple, options)), None, special))
-    return out
+    rendered = templates.render([[{"role": "user", "content": q.context}] for q in questions])
+    prompts = [q.context + ANSWER_CUE if p is None else p for q, p in zip(questions, rendered, strict=True)]
+    return _presented(templates, questions, prompts, [p is None for p in rendered], [None] * len(questions))
 
 
 def user_message(context: str, with_video: bool) -> list[dict]:
@@ -94,16 +111,11 @@ def user_message(context: str, with_video: bool) -> list[dict]:
 def present_video(templates: Templates, questions: Sequence[DistinctQuestion], adapter: str) -> list[Presented]:
     """What a vision-language model is shown of each question (`pipeline.Presented`): the chat template over
     `user_message`, the video's path (its frames and timing: `frames.FrameSource`)."""
-    out = []
     for q in questions:
         if len(q.visuals) > 1 or any(not isinstance(v, str) for v in q.visuals):
             raise VisdepError(f"{q.qid}: {adapter} takes one video path per question, got {list(q.visuals)!r}")
-        video = q.visuals[0] if q.visuals else None
-        prompt = templates.render(user_message(q.context, video is not None))
-        if prompt is None:
-            raise VisdepError(f"{adapter}: the model has no chat template, which a vision-language model needs")
-        scored = answer_strings(prompt, q.continuations)
-        context, options = continuation_tokens(templates, prompt, scored, False, q.qid)
-        out.append(Presented(q.qid, prompt, tuple(q.continuations), tuple(scored), tuple(context),
-                             tuple(map(tuple, options)), video))
-    return out
+    videos = [q.visuals[0] if q.visuals else None for q in questions]
+    prompts = templates.render([user_message(q.context, v is not None) for q, v in zip(questions, videos, strict=True)])
+    if any(p is None for p in prompts):
+        raise VisdepError(f"{adapter}: the model has no chat template, which a vision-language model needs")
+    return _presented(templates, questions, prompts, [False] * len(questions), videos)

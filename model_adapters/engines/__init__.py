@@ -35,12 +35,13 @@ from model_adapters.settings import Argument, read_value
 class Templates(Protocol):
     """What presenting a question needs from a model: its chat template and its tokenizer."""
 
-    def render(self, messages: list[dict]) -> str | None:
-        """The chat template over `messages` with the assistant's header after them, as text; None where the model
-        has no chat template."""
+    def render(self, conversations: Sequence[list[dict]]) -> list[str | None]:
+        """The chat template over each conversation's messages with the assistant's header after them, as text;
+        None where the model has no chat template. All of a task's questions come in one call (an engine may run
+        them at once)."""
 
     def tokenize(self, texts: Sequence[str], add_special_tokens: bool) -> list[list[int]]:
-        """Each text's token ids."""
+        """Each text's token ids (all of a task's in one call)."""
 
 
 @dataclass(frozen=True)

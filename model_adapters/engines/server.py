@@ -130,21 +130,22 @@ def dummy_video() -> tuple[str, dict]:
 
 
 class ServerTemplates:
-    """`engines.Templates` of the server: its chat template (a one-token chat completion with `return_prompt_text`,
-    memoised) and its tokenizer (`/tokenize`)."""
+    """`engines.Templates` of the server: its chat template (`render`, memoised) and its tokenizer (`/tokenize`)."""
 
     def __init__(self, engine: ServerEngine) -> None:
         self.engine = engine
         self.rendered: dict[str, str | None] = {}
         self.turns: dict[str, list[dict]] = {}  # prompt -> the messages rendered to it (a video question's request)
 
-    def render(self, messages: list[dict]) -> str | None:
-        key = json.dumps(messages, sort_keys=True)
-        if key not in self.rendered:
-            self.rendered[key] = prompt = self.engine.render(messages)
+    def render(self, conversations: Sequence[list[dict]]) -> list[str | None]:
+        keys = [json.dumps(messages, sort_keys=True) for messages in conversations]
+        new = {key: messages for key, messages in zip(keys, conversations, strict=True) if key not in self.rendered}
+        for (key, messages), prompt in zip(new.items(), self.engine.pool.map(self.engine.render, new.values()),
+                                           strict=True):
+            self.rendered[key] = prompt
             if prompt is not None:
                 self.turns[prompt] = messages
-        return self.rendered[key]
+        return [self.rendered[key] for key in keys]
 
     def tokenize(self, texts: Sequence[str], add_special_tokens: bool) -> list[list[int]]:
         bodies = [{"model": self.engine.served, "prompt": t, "add_special_tokens": add_special_tokens} for t in texts]

@@ -22,8 +22,8 @@ TOY_ENGINE = textwrap.dedent('''
 
 
     class CharacterTemplates:
-        def render(self, messages):
-            return None  # no chat template: the base-model prompt and its answer cue
+        def render(self, conversations):
+            return [None] * len(conversations)  # no chat template: the base-model prompt and its answer cue
 
         def tokenize(self, texts, add_special_tokens):
             return [[ord(c) for c in text] for text in texts]
