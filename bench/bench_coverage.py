@@ -67,8 +67,12 @@ VIDEO_SD = (0.8, 0.6, 0.5, 0.7)
 # model A's conditions of the temporal ladder (single middle frame, shuffled frames): the share κ of A's own take on
 # the video b_{v,A}, the sd of the condition's own per-video term c_v and of its per-question term (module docstring)
 CONDITION_SD = ((0.6, 0.4, 0.7), (0.8, 0.3, 0.7))
-QUANTITIES = ("Acc_B", "Acc_V", "BG", "VG", "ΔAcc_B", "ΔAcc_V", "ΔVG", "FG", "OG")
+QUANTITIES = ("Acc_B", "Acc_V", "BG", "VG", "ΔAcc_B", "ΔAcc_V", "ΔVG", "FG", "OG", "ΔAcc_B score", "ΔAcc_V score")
 TEMPORAL = ("FG", "OG")  # printed in a table of their own
+# ΔAcc_B and ΔAcc_V by Tango's paired score interval instead of the audit's t or wild bootstrap, on the same draws:
+# a table of their own beside the audit's ΔAcc_B and ΔAcc_V, not counted in the main table (the audit does not use
+# them; #55's question whether it should)
+SCORED = ("ΔAcc_B score", "ΔAcc_V score")
 # the generator of the conditions' draws, apart from the other rows' (module docstring)
 CONDITIONS_STREAM = 55
 
@@ -127,19 +131,21 @@ def simulate(design: dict[str, np.ndarray], accuracy: float, rng: np.random.Gene
 
 
 # outputs over the rows (blind A, blind B, video A, video B, A single frame, A shuffled), as the audit forms them
-# (Acc_B, Acc_V, VG, ΔAcc_B, ΔAcc_V, ΔVG, FG, OG), and whether each is a proportion. FG and OG are the paired
-# difference of two video rows on the same questions, as ΔAcc_V (visdep_metrics/audit/intervals.py::comparison_rows):
-# +1 on A's video row, −1 on the condition's, a difference, neither robust nor blind, no blind part
+# (Acc_B, Acc_V, VG, ΔAcc_B, ΔAcc_V, ΔVG, FG, OG), and whether each is a proportion; then ΔAcc_B and ΔAcc_V again,
+# paired (SCORED). FG and OG are the paired difference of two video rows of one model on the same questions, as the
+# ladder forms them (visdep_metrics/audit/ladder.py, comparison_rows with paired=True): +1 on A's video row, −1 on the
+# condition's, a difference, neither robust nor blind, no blind part, paired (Tango's score interval)
 CONTRASTS = np.array([[1, 0, 0, 0, 0, 0], [0, 0, 1, 0, 0, 0], [-1, 0, 1, 0, 0, 0], [1, -1, 0, 0, 0, 0],
-                      [0, 0, 1, -1, 0, 0], [-1, 1, 1, -1, 0, 0], [0, 0, 1, 0, -1, 0], [0, 0, 1, 0, 0, -1]],
-                     dtype=float)
-PROPORTION = np.array([True, True, False, False, False, False, False, False])
+                      [0, 0, 1, -1, 0, 0], [-1, 1, 1, -1, 0, 0], [0, 0, 1, 0, -1, 0], [0, 0, 1, 0, 0, -1],
+                      [1, -1, 0, 0, 0, 0], [0, 0, 1, -1, 0, 0]], dtype=float)
+PROPORTION = np.array([True, True, False, False, False, False, False, False, False, False])
 # a model's video answers (ROBUST) and blind answers alone (BLIND), as the audit marks them
-ROBUST = np.array([False, True, True, False, False, False, False, False])
-BLIND = np.array([True, False, False, True, False, False, False, False])
-BLIND_PARTS = np.array([-1, -1, 0, -1, -1, -1, -1, -1])  # VG's blind accuracy (Acc_B), as the audit names it
+ROBUST = np.array([False, True, True, False, False, False, False, False, False, False])
+BLIND = np.array([True, False, False, True, False, False, False, False, True, False])
+BLIND_PARTS = np.array([-1, -1, 0, -1, -1, -1, -1, -1, -1, -1])  # VG's blind accuracy (Acc_B), as the audit names it
+PAIRED = np.array([False, False, False, False, False, False, True, True, True, True])
 # the table's columns (QUANTITIES) from the outputs: BG is Acc_B's interval less the known chance
-ORDER = [0, 1, 0, 2, 3, 4, 5, 6, 7]
+ORDER = [0, 1, 0, 2, 3, 4, 5, 6, 7, 8, 9]
 DELTAS = slice(3, 6)  # the outputs of the Δ family (ΔAcc_B, ΔAcc_V, ΔVG)
 LADDER = slice(6, 8)  # FG, OG
 
@@ -150,7 +156,7 @@ def run_cell(design: dict[str, np.ndarray], groups: dict[str, np.ndarray], accur
     the Δ family, FG and OG as a family of their own, and all of them together."""
     members = np.stack(list(groups.values()))
     chance = np.array([np.mean(1.0 / design["k"][keep]) for keep in members])
-    truth = np.array([accuracy, accuracy, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0])
+    truth = np.array([accuracy, accuracy, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0])
     covered = np.zeros((len(members), len(QUANTITIES)))
     withheld, below, above = np.zeros_like(covered), np.zeros_like(covered), np.zeros_like(covered)
     # per benchmark and group, for Acc_B and Acc_V (model A): the accuracy and the interval's lower bound
@@ -159,7 +165,7 @@ def run_cell(design: dict[str, np.ndarray], groups: dict[str, np.ndarray], accur
     for b in range(simulations):
         correct = simulate(design, accuracy, rng, conditions)
         found = crossed_intervals(correct, members, design["video"], design["prompt"], 0.95,
-                                  CONTRASTS, PROPORTION, ROBUST, BLIND, BLIND_PARTS)
+                                  CONTRASTS, PROPORTION, ROBUST, BLIND, BLIND_PARTS, PAIRED)
         low, high = found.low, found.high
         hit = (low <= truth) & (truth <= high)
         given = ~np.isnan(low)
@@ -276,7 +282,7 @@ def impossible_tails(design: dict[str, np.ndarray], members: np.ndarray, counts:
     extremes = {"above": np.ones((rows, members.shape[1])), "below": np.zeros((rows, members.shape[1]))}
     for side, values in extremes.items():
         product = crossed_intervals(values, members, design["video"], design["prompt"], 0.95, CONTRASTS, PROPORTION,
-                                    ROBUST, BLIND)
+                                    ROBUST, BLIND, paired=PAIRED)
         for g in range(len(members)):
             for a in range(2):
                 p, n = counts["estimates"][:, g, a], counts["n"][g]
@@ -287,6 +293,23 @@ def impossible_tails(design: dict[str, np.ndarray], members: np.ndarray, counts:
                 if side == "below" and not (product.high[g, a] < accuracy) and not (high[0] < accuracy):
                     found[g, a] = "below"
     return found
+
+
+SCORE_COLUMNS = ("ΔAcc_B", "ΔAcc_B score", "ΔAcc_V", "ΔAcc_V score")
+
+
+def print_chance(tails: list[tuple[str, float, float, float]]) -> None:
+    """The beyond-chance count (`chance_lines`) of the table (the paired-score Δ columns aside), of the table without
+    FG and OG (as judged before #55), and of the table with ΔAcc_B and ΔAcc_V by the paired score instead."""
+    judged = [t for t in tails if t[3] > 0]
+
+    def of(names: tuple[str, ...]) -> list[tuple[str, float, float, float]]:
+        return [t for t in judged if not t[0].endswith(tuple(f", {q}" for q in names))]
+
+    print("\n" + "\n".join(chance_lines(of(SCORED))))
+    print("\nWithout FG and OG (the table as judged before #55):\n" + "\n".join(chance_lines(of(TEMPORAL + SCORED))))
+    print("\nWith ΔAcc_B and ΔAcc_V by the paired score interval instead:\n"
+          + "\n".join(chance_lines(of(("ΔAcc_B", "ΔAcc_V")))))
 
 
 def conditions_rng(seed: int) -> np.random.Generator:
@@ -330,12 +353,13 @@ def main() -> int:
     s = args.simulations
     print(f"{s} simulated benchmarks per cell; Monte Carlo SE of a 95% coverage (and of a 5% error rate) "
           f"{100 * np.sqrt(0.95 * 0.05 / s):.2f} points")
-    main_columns = [q for q in QUANTITIES if q not in TEMPORAL]
+    main_columns = [q for q in QUANTITIES if q not in TEMPORAL + SCORED]
     table = ["| group | n | accuracy | " + " | ".join(main_columns) + " |", "|" + "---|" * (len(main_columns) + 3)]
     ladder = ["| group | n | accuracy | " + " | ".join(TEMPORAL) + " |", "|" + "---|" * (len(TEMPORAL) + 3)]
+    scored = ["| group | n | accuracy | " + " | ".join(SCORE_COLUMNS) + " |", "|" + "---|" * (len(SCORE_COLUMNS) + 3)]
     families = []
     started = time.perf_counter()
-    meeting = {"coverage": [0, 0], "Δ": [0, 0], "FG, OG": [0, 0]}
+    meeting = {"coverage": [0, 0], "Δ": [0, 0], "FG, OG": [0, 0], "scored": [0, 0]}
     sides, tails = [], []
     for name, design in lists.items():
         groups = kept(groups_of(name, design, rng), args.groups)
@@ -349,7 +373,8 @@ def main() -> int:
                 cells = [cell_text(counts, g, j, s, impossible[g, (0, 1, 0)[j]] if j < 3 else "")
                          for j in range(len(QUANTITIES))]
                 for j, ((_, meets), q) in enumerate(zip(cells, QUANTITIES, strict=True)):
-                    kind = "FG, OG" if q in TEMPORAL else "Δ" if q.startswith("Δ") else "coverage"
+                    kind = ("FG, OG" if q in TEMPORAL else "scored" if q in SCORED else "Δ" if q.startswith("Δ")
+                            else "coverage")
                     meeting[kind][0] += meets
                     meeting[kind][1] += 1
                     if not meets:
@@ -362,6 +387,8 @@ def main() -> int:
                              + " | ".join(texts[q] for q in main_columns) + " |")
                 ladder.append(f"| {group} | {int(keep.sum())} | {accuracy:.2f} | "
                               + " | ".join(texts[q] for q in TEMPORAL) + " |")
+                scored.append(f"| {group} | {int(keep.sum())} | {accuracy:.2f} | "
+                              + " | ".join(texts[q] for q in SCORE_COLUMNS) + " |")
             families.append(f"| {'VRU-Accident' if name == 'vru_accident' else 'MM-AU'} | {accuracy:.2f} | "
                             f"{family['tests']} | {100 * family['raw'] / s:.1f} | {100 * family['holm'] / s:.1f} | "
                             f"{family['ladder tests']} | {100 * family['ladder raw'] / s:.1f} | "
@@ -374,12 +401,12 @@ def main() -> int:
     print("\nThe temporal ladder (#55), model A: FG = Acc_V − Acc_single, OG = Acc_V − Acc_shuffled, both truly 0 "
           "(coverage %, in brackets the shares below / above the truth; 100 − coverage is the raw type I error):\n")
     print("\n".join(ladder))
+    print("\nΔAcc_B and ΔAcc_V by the audit's interval and by Tango's paired score interval on the design effect "
+          "(the same draws):\n\n" + "\n".join(scored))
     print(f"\nAcc_B, Acc_V, BG, VG: {meeting['coverage'][0]} of {meeting['coverage'][1]} cells within the rule; "
-          f"Δ: {meeting['Δ'][0]} of {meeting['Δ'][1]}; FG, OG: {meeting['FG, OG'][0]} of {meeting['FG, OG'][1]}")
-    judged = [t for t in tails if t[3] > 0]
-    print("\n" + "\n".join(chance_lines(judged)))
-    print("\nWithout FG and OG (the table as judged before #55):\n"
-          + "\n".join(chance_lines([t for t in judged if not t[0].endswith(tuple(f", {q}" for q in TEMPORAL))])))
+          f"Δ: {meeting['Δ'][0]} of {meeting['Δ'][1]}; FG, OG: {meeting['FG, OG'][0]} of {meeting['FG, OG'][1]}; "
+          f"ΔAcc_B and ΔAcc_V by the paired score: {meeting['scored'][0]} of {meeting['scored'][1]}")
+    print_chance(tails)
     if sides:
         print("\nThe cells outside the rule, by side:\n")
         print("\n".join(sides))

@@ -64,16 +64,19 @@ from bench_coverage import (
     BLIND_PARTS,
     CONTRASTS,
     ORDER,
+    PAIRED,
     PROPORTION,
     QUANTITIES,
     ROBUST,
+    SCORE_COLUMNS,
+    SCORED,
     TEMPORAL,
     cell_text,
-    chance_lines,
     conditions_rng,
     impossible_tails,
     kept,
     parse,
+    print_chance,
 )
 
 from visdep_metrics.stats import crossed_intervals
@@ -269,14 +272,15 @@ def run_setting(design: dict[str, np.ndarray], parts: dict[str, np.ndarray], gro
     a_blind, a_video, b_blind, b_video = targets
     # Acc_B, Acc_V, BG (Acc_B's interval less the known chance: judged as Acc_B's), VG, ΔAcc_B, ΔAcc_V, ΔVG, FG, OG
     truth = np.array([a_blind, a_video, a_blind, a_video - a_blind, a_blind - b_blind, a_video - b_video,
-                      (a_video - a_blind) - (b_video - b_blind), a_video - ladder[0], a_video - ladder[1]])
+                      (a_video - a_blind) - (b_video - b_blind), a_video - ladder[0], a_video - ladder[1],
+                      a_blind - b_blind, a_video - b_video])
     order = ORDER
     counts = {key: np.zeros((len(members), len(QUANTITIES))) for key in ("covered", "withheld", "below", "above")}
     estimates = np.zeros((simulations, len(members), 2))
     for s in range(simulations):
         correct = simulate(design, parts, cuts, rng, conditions)
         found = crossed_intervals(correct, members, design["video"], design["prompt"], 0.95, CONTRASTS, PROPORTION,
-                                  ROBUST, BLIND, BLIND_PARTS)
+                                  ROBUST, BLIND, BLIND_PARTS, PAIRED)
         low, high = found.low[:, order], found.high[:, order]
         counts["covered"] += (low <= truth) & (truth <= high)
         counts["withheld"] += np.isnan(low)
@@ -334,11 +338,13 @@ def main() -> int:
     print(f"{s} simulated benchmarks per cell; Monte Carlo SE of a 2.5% tail {100 * np.sqrt(0.025 * 0.975 / s):.2f} "
           f"points, of a 95% coverage {100 * np.sqrt(0.95 * 0.05 / s):.2f} (over the intervals given: withheld ones "
           f"raise both)")
-    main_columns = [q for q in QUANTITIES if q not in TEMPORAL]
+    main_columns = [q for q in QUANTITIES if q not in TEMPORAL + SCORED]
     table = ["| group | n | setting | " + " | ".join(main_columns) + " |", "|" + "---|" * (len(main_columns) + 3)]
     ladder = ["| group | n | setting | truth FG / OG | " + " | ".join(TEMPORAL) + " |",
               "|" + "---|" * (len(TEMPORAL) + 4)]
-    within, cells, started, judged = {"main": 0, "ladder": 0}, {"main": 0, "ladder": 0}, time.perf_counter(), []
+    scored = ["| group | n | setting | " + " | ".join(SCORE_COLUMNS) + " |", "|" + "---|" * (len(SCORE_COLUMNS) + 3)]
+    within, cells = {"main": 0, "ladder": 0, "scored": 0}, {"main": 0, "ladder": 0, "scored": 0}
+    started, judged = time.perf_counter(), []
     for name, design in lists.items():
         groups = kept(groups_of(name, design, rng), args.groups)
         if not groups:
@@ -357,7 +363,7 @@ def main() -> int:
                 texts = [cell_text(counts, g, j, s, tails[g, (0, 1, 0)[j]] if j < 3 else "")
                          for j in range(len(QUANTITIES))]
                 for (_, meets), q in zip(texts, QUANTITIES, strict=True):
-                    kind = "ladder" if q in TEMPORAL else "main"
+                    kind = "ladder" if q in TEMPORAL else "scored" if q in SCORED else "main"
                     within[kind] += meets
                     cells[kind] += 1
                 judged += [(f"{group}, {setting}, {q}", counts["below"][g, j], counts["above"][g, j],
@@ -368,6 +374,8 @@ def main() -> int:
                              + " | ".join(by[q] for q in main_columns) + " |")
                 ladder.append(f"| {group} | {int(keep.sum())} | {setting} | {gains} | "
                               + " | ".join(by[q] for q in TEMPORAL) + " |")
+                scored.append(f"| {group} | {int(keep.sum())} | {setting} | "
+                              + " | ".join(by[q] for q in SCORE_COLUMNS) + " |")
             print(f"  {name}, {setting} done ({time.perf_counter() - started:.0f} s)", file=sys.stderr)
     print("\nValidation: coverage of the 95% intervals (%; in brackets the shares wholly below / above the truth; in "
           "bold: outside #27's rule; †: a tail impossible by calculation):\n")
@@ -375,12 +383,12 @@ def main() -> int:
     print("\nThe temporal ladder (#55), model A: FG = Acc_V − Acc_single, OG = Acc_V − Acc_shuffled (truths in points; "
           "coverage %, in brackets the shares below / above the truth):\n")
     print("\n".join(ladder))
+    print("\nΔAcc_B and ΔAcc_V by the audit's interval and by Tango's paired score interval on the design effect (the "
+          "same draws):\n\n" + "\n".join(scored))
     print(f"\n{within['main']} of {cells['main']} cells within the rule; FG, OG: {within['ladder']} of "
-          f"{cells['ladder']}")
+          f"{cells['ladder']}; ΔAcc_B and ΔAcc_V by the paired score: {within['scored']} of {cells['scored']}")
     if judged:
-        print("\n" + "\n".join(chance_lines(judged)))
-        print("\nWithout FG and OG (the table as judged before #55):\n"
-              + "\n".join(chance_lines([t for t in judged if not t[0].endswith(tuple(f", {q}" for q in TEMPORAL))])))
+        print_chance(judged)
     return 0
 
 

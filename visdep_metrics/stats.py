@@ -14,11 +14,9 @@ variance of a group's mean ȳ is σ² deff / N with the design effect
 
 ρ the share of the variance each factor holds (Kish 1965; for unequal clusters Kerry & Bland 2001). Each ρ is the
 one-way ANOVA estimate of the intraclass correlation over that factor's units within the group, (MSB − MSW) /
-(MSB + (n₀ − 1) MSW) (Donner & Koval 1980), kept in [0, 1] with ρ_video + ρ_prompt ≤ 1. Unlike a sandwich variance,
-which sees a prompt's weight only through how far its answers happen to fall from the mean, this estimate is near 1
-whenever a prompt's copies agree, whatever they agree on: that is what keeps the intervals covering where four
-prompts hold a third of a category at accuracy 0.92. N / deff is the number of independent answers the figure rests
-on; where every answer is equal, ρ cannot be estimated and deff is the design's bound max(ν_video, ν_prompt).
+(MSB + (n₀ − 1) MSW) (Donner & Koval 1980), kept in [0, 1] with ρ_video + ρ_prompt ≤ 1: near 1 whenever a prompt's
+copies agree, whatever they agree on (a sandwich sees a prompt's weight only through its residuals). N / deff is the
+number of independent answers; where every answer is equal, deff is the design's bound max(ν_video, ν_prompt).
 
 Blind answers share their prompt and nothing else (their input is the prompt): for those outputs (`blind`) the units
 are the prompts alone where prompts are known. Answers with the video share more than their prompt (each copy comes
@@ -49,7 +47,8 @@ is conservative, and under H0 two models of equal skill are exchangeable within 
 
 A Visual Gain over shared prompts, whose blind accuracy the same call estimates (`blind_parts`), follows that
 accuracy's interval (`visdep_metrics.visual_gain`); one over shared videos whose prompts are not shared follows its
-video accuracy's: there a symmetric t lay on one side of the truth.
+video accuracy's: there a symmetric t lay on one side of the truth. A difference of two binary answer rows of one
+model under two conditions (`paired`) gets Tango's score interval on its design effect (`visdep_metrics.paired`).
 """
 
 from __future__ import annotations
@@ -62,6 +61,7 @@ import scipy.special
 from numpy.typing import ArrayLike
 
 from visdep_metrics.degrees_of_freedom import anova_degrees, sandwich_degrees
+from visdep_metrics.paired import PAIRED, checked_pairs, paired_intervals
 from visdep_metrics.proportions import clopper_pearson as clopper_pearson  # re-exported: the API's
 from visdep_metrics.proportions import proportion_bounds
 from visdep_metrics.visual_gain import GAIN as GAIN  # re-exported: the methods' labels
@@ -81,9 +81,8 @@ T, WILD, CLOPPER_PEARSON = ("t on the design effect", "wild bootstrap over promp
 
 @dataclass(frozen=True)
 class Intervals:
-    """Per group and output, each (G, outputs): the interval (NaN where withheld), the p-value of H0: mean = 0 (NaN
-    for proportions), the design effect, the independent answers N / deff, why an interval is withheld ("") and how
-    it was found (`method`)."""
+    """Per group and output, each (G, outputs): the interval (NaN where withheld), the p of H0: mean = 0 (NaN for
+    proportions), the design effect, N / deff, why an interval is withheld ("") and how it was found (`method`)."""
 
     low: np.ndarray
     high: np.ndarray
@@ -105,7 +104,7 @@ def labels(units: ArrayLike | None, n: int) -> np.ndarray:
 
 
 def _units(labels: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
-    """Labels 0..C-1 of a group's questions' units (from any labels), each unit's size and ν = Σ n_u² / N."""
+    """Labels 0..C-1 of a group's units (from any labels), each unit's size and ν = Σ n_u² / N."""
     unit = np.unique(labels, return_inverse=True)[1].ravel()
     sizes = np.bincount(unit).astype(np.float64)
     return unit, sizes, float((sizes**2).sum() / len(unit))
@@ -272,7 +271,7 @@ def crossed_intervals(values: ArrayLike, groups: ArrayLike | None = None, videos
                       prompts: ArrayLike | None = None, confidence_level: float = 0.95,
                       contrasts: ArrayLike | None = None, proportion: ArrayLike | bool = True,
                       robust: ArrayLike | bool = False, blind: ArrayLike | bool = False,
-                      blind_parts: ArrayLike | None = None) -> Intervals:
+                      blind_parts: ArrayLike | None = None, paired: ArrayLike | bool = False) -> Intervals:
     """Intervals of the means of `values` (rows, n) over each group, with the dependence the questions' videos and
     prompts give them (module docstring).
 
@@ -287,7 +286,9 @@ def crossed_intervals(values: ArrayLike, groups: ArrayLike | None = None, videos
     are the prompts alone. blind_parts: (outputs,) indices, for a Visual Gain (a `robust` difference: video answers less
     blind ones) the output that is its blind accuracy, -1 elsewhere: where a group's questions share prompts its
     interval follows that accuracy's, where they share videos and no prompt its video accuracy's (v = d + b;
-    `visdep_metrics.visual_gain`). Returns Intervals of (G, outputs)."""
+    `visdep_metrics.visual_gain`). paired: (outputs,) booleans or one for all: differences of two binary answer rows
+    (one model under two conditions): Tango's score interval on the design effect (`visdep_metrics.paired`) instead
+    of the t or the wild bootstrap. Returns Intervals of (G, outputs)."""
     x = _rows(values)
     rows, n = x.shape
     combine = np.eye(rows) if contrasts is None else np.asarray(contrasts, dtype=np.float64).reshape(-1, rows)
@@ -295,8 +296,10 @@ def crossed_intervals(values: ArrayLike, groups: ArrayLike | None = None, videos
     is_proportion = np.broadcast_to(np.asarray(proportion, dtype=bool), (outputs,))
     is_robust = np.broadcast_to(np.asarray(robust, dtype=bool), (outputs,))
     is_blind = np.broadcast_to(np.asarray(blind, dtype=bool), (outputs,))
-    if (is_robust & is_blind).any():
-        raise ValueError("an output cannot be both blind and robust (made of video answers)")
+    is_paired = checked_pairs(paired, combine, x)
+    if (is_robust & is_blind).any() or (is_paired & (is_proportion | is_robust)).any():
+        raise ValueError("an output cannot be both blind and robust (video answers), nor paired and a proportion "
+                         "or robust")
     blind_part = checked_blind_parts(blind_parts, is_robust & ~is_proportion, is_blind & is_proportion)
     gains = np.flatnonzero(blind_part >= 0)
     member = np.ones((1, n), dtype=bool) if groups is None else np.asarray(groups, dtype=bool)
@@ -310,7 +313,7 @@ def crossed_intervals(values: ArrayLike, groups: ArrayLike | None = None, videos
     low, high, p, deff, n_eff, df = (np.full(shape, np.nan) for _ in range(6))
     note = np.full(shape, "", dtype=object)
     method = np.full(shape, T, dtype=object)
-    method[:, is_proportion] = CLOPPER_PEARSON
+    method[:, is_proportion], method[:, is_paired] = CLOPPER_PEARSON, PAIRED
     # the blind outputs' units where prompts are known: the prompts alone (each question its own video)
     by_prompt = is_blind if prompt is not None else np.zeros(outputs, dtype=bool)
     for g, keep in enumerate(member):
@@ -324,7 +327,7 @@ def crossed_intervals(values: ArrayLike, groups: ArrayLike | None = None, videos
             if not part.any():
                 continue
             found = _estimate(y[part], units, None if prompt is None else prompt[keep], is_robust[part],
-                              is_proportion[part], confidence_level)
+                              is_proportion[part], confidence_level, is_paired[part])
             low[g, part], high[g, part], p[g, part], deff[g, part], df[g, part], note[g, part], method[g, part] = found
             n_eff[g, part] = size / deff[g, part]
         group_prompt = None if prompt is None else prompt[keep]
@@ -337,14 +340,16 @@ def crossed_intervals(values: ArrayLike, groups: ArrayLike | None = None, videos
 
 
 def _estimate(y: np.ndarray, video: np.ndarray, prompt: np.ndarray | None, is_robust: np.ndarray,
-              is_proportion: np.ndarray, confidence_level: float) -> tuple[np.ndarray, ...]:
+              is_proportion: np.ndarray, confidence_level: float, is_paired: np.ndarray) -> tuple[np.ndarray, ...]:
     """One group's (low, high, p, deff, df, note, method) for each output row of y (outputs, n_g), its questions'
     videos and prompts the units."""
     size = y.shape[1]
     deff, df = _design_effects(y, video, prompt, is_robust, is_proportion)
     low, high, p, note = _bounds(y, size / deff, deff, df, is_proportion, confidence_level)
-    method = np.where(is_proportion, CLOPPER_PEARSON, T).astype(object)
-    wild = ~is_proportion & ~is_robust & np.isfinite(low)  # differences between models (docs/statistics.md)
+    method = np.where(is_proportion, CLOPPER_PEARSON, np.where(is_paired, PAIRED, T)).astype(object)
+    scored = is_paired & np.isfinite(low)
+    low[scored], high[scored], p[scored] = paired_intervals(y[scored], deff[scored], df[scored], confidence_level)
+    wild = ~is_proportion & ~is_robust & ~is_paired & np.isfinite(low)  # differences between models
     unit = _dominant_prompts(video, prompt) if prompt is not None and wild.any() else None
     if unit is not None:
         found = wild_intervals(_unit_sums(y[wild], unit).T, np.bincount(unit), confidence_level)
@@ -360,13 +365,10 @@ def _estimate(y: np.ndarray, video: np.ndarray, prompt: np.ndarray | None, is_ro
 
 def _withhold_few_differing(y: np.ndarray, video: np.ndarray, prompt: np.ndarray | None, rows: np.ndarray,
                             alpha: float, found: tuple[np.ndarray, ...]) -> None:
-    """Withhold (in place) the interval and p-value of each difference in `rows` whose non-zero part lies in fewer
-    clusters than any test of them needs. Clusters: the videos, and the prompts, where questions share them
-    (SHARED_NU, as for the prompts' wild bootstrap). Were k of them (those whose sum is not 0) all a difference rests
-    on, the sign-flip test over them could reach no p below 2 / 2^k, which is ≥ α for k ≤ log2(2 / α) (5 at α =
-    0.05); the t over few clusters carrying the whole difference is unreliable too (MacKinnon & Webb 2017). Over
-    questions of their own nothing is withheld: there the t's rejections at small k and its conservatism at larger k
-    balance (docs/statistics.md)."""
+    """Withhold (in place) the interval and p of each difference in `rows` whose non-zero part lies in fewer clusters
+    (videos; prompts where shared, SHARED_NU) than any test needs: over k clusters whose sum is not 0, sign flips reach
+    no p below 2 / 2^k, ≥ α for k ≤ log2(2 / α) (5 at 0.05); a t over so few is unreliable too (MacKinnon & Webb 2017).
+    Over questions of their own nothing is withheld: there the t's errors at small and larger k balance (docs)."""
     if not rows.any():
         return
     needed = int(np.floor(np.log2(2 / alpha))) + 1

@@ -7,7 +7,8 @@ share; accuracies get Clopper-Pearson intervals on the independent answers that 
 baseline) t intervals with the p-value of the same statistic (VG over shared prompts: its blind accuracy's interval for
 the part that moves with it and a t for the rest, each VG naming its Acc_B; over shared videos and no shared prompt:
 its video accuracy's likewise; a difference between models over a few
-dominant prompts and no shared video: the prompts' wild cluster bootstrap, `visdep_metrics.wild_bootstrap`). Where the
+dominant prompts and no shared video: the prompts' wild cluster bootstrap, `visdep_metrics.wild_bootstrap`; one model
+under two frame conditions, the ladder's gains: Tango's paired score interval, `visdep_metrics.paired`). Where the
 records name no prompt only videos enter, where they name no video each question is its own (and a note says so).
 """
 
@@ -79,7 +80,7 @@ class Design:
                   outputs: _Outputs) -> Intervals:
         return crossed_intervals(values, groups, self.videos, self.prompts, confidence_level, outputs.contrasts(),
                                  np.array(outputs.proportion), np.array(outputs.robust), outputs.blind(),
-                                 outputs.blind_parts())
+                                 outputs.blind_parts(), np.array(outputs.paired, dtype=bool))
 
 
 def subsets(scores: pd.DataFrame) -> dict[str, np.ndarray]:
@@ -116,16 +117,18 @@ class _Outputs:
 
     def __init__(self, n_values: int, n_blind: int):
         self.n_values, self.n_blind = n_values, n_blind
-        self.blocks, self.terms, self.proportion, self.robust, self.gain_of = {}, [], [], [], []
+        self.blocks, self.terms, self.proportion, self.robust, self.gain_of, self.paired = {}, [], [], [], [], []
 
     def add(self, name: str, members: Sequence[int], terms: list[dict[int, float]], proportion: bool,
-            video: bool, gain_of: str | None = None) -> None:
+            video: bool, gain_of: str | None = None, paired: bool = False) -> None:
         """proportion: Clopper-Pearson's interval, else a difference's; video: its answers share more than their
-        prompt; gain_of: for a Visual Gain, the block of its blind accuracies (the same members)."""
+        prompt; gain_of: for a Visual Gain, the block of its blind accuracies (the same members); paired: a
+        difference of two binary answer rows of one model under two conditions (Tango's score interval)."""
         self.blocks[name] = (len(self.terms), list(members))
         self.terms += terms
         self.proportion += [proportion] * len(terms)
         self.robust += [video] * len(terms)
+        self.paired += [paired] * len(terms)
         self.gain_of += [None if gain_of is None else (gain_of, member) for member in members]
 
     def blind_parts(self) -> np.ndarray:
@@ -238,7 +241,7 @@ def summary_rows(bench: BenchmarkResults, scores: pd.DataFrame, settings: AuditS
 
 def comparison_rows(bench: BenchmarkResults, scores: pd.DataFrame, settings: AuditSettings, design: Design, *,
                     baseline: str | None = None, others: Sequence[str] | None = None, selected_by: Sequence[str] = (),
-                    groups: dict[str, np.ndarray] | None = None) -> list[dict]:
+                    groups: dict[str, np.ndarray] | None = None, conditions: bool = False) -> list[dict]:
     """Models (`others`, default every model) minus a baseline (default `settings.baseline`) on the same questions,
     with paired intervals and raw p-values (`adjust_family` adds the adjusted ones and the flags).
 
@@ -246,7 +249,9 @@ def comparison_rows(bench: BenchmarkResults, scores: pd.DataFrame, settings: Aud
     delta_acc_video likewise, delta_visual_gain = mean_q((c_video - c_blind)[m, q] - (c_video - c_blind)[base, q]):
     each a mean of per-question differences, whose interval and p-value (H0: no change) come from one t statistic.
     `selected_by`: the models whose runs chose the grounded subset (T and V panels): a comparison there involving one
-    of them says so."""
+    of them says so. conditions: the video rows are one model under frame conditions (the temporal ladder's rungs
+    against its full video, `ladder.py`): delta_acc_video gets Tango's score interval for paired binary answers on the
+    design effect (`visdep_metrics.paired`) instead of the t or the prompts' wild bootstrap."""
     baseline = settings.baseline if baseline is None else baseline
     if baseline is None or baseline not in bench.models:
         return []
@@ -266,7 +271,8 @@ def comparison_rows(bench: BenchmarkResults, scores: pd.DataFrame, settings: Aud
     out.add("acc_blind", others_rows, [{i: 1.0, base: -1.0} for i in others_rows], False, False)
     if video:
         # in a paired difference what the two models share (a video's, a prompt's difficulty) cancels: no bound
-        out.add("acc_video", video, [{video_at[i]: 1.0, video_at[base]: -1.0} for i in video], False, False)
+        out.add("acc_video", video, [{video_at[i]: 1.0, video_at[base]: -1.0} for i in video], False, False,
+                paired=conditions)
         out.add("visual_gain", video, [_combined({video_at[i]: 1.0, i: -1.0}, {video_at[base]: 1.0, base: -1.0}, -1.0)
                                        for i in video], False, False)
     members = np.stack(list(groups.values()))

@@ -19,7 +19,10 @@ Per model, benchmark, subset and category (`ladder_rows`):
     OGr = Acc_video − Acc_reversed
 
 each a mean of per-question differences of one model's answers under two conditions, with the paired interval and
-p-value of `intervals.comparison_rows` (the units the questions share counted as for ΔAcc_V), Holm over the table.
+p-value of `intervals.comparison_rows(conditions=True)`: Tango's score interval for paired binary answers on the design
+effect of the units the questions share (`visdep_metrics.paired`; near the ceiling a condition's few disagreements
+with the video lie nearly all one way, and a symmetric interval lay below real gains), McNemar's p on the same
+effective counts, Holm over the table.
 
 Per question (`temporal_scores`), over the panel's VLMs that have the rung, as V(q) is formed (paper eq. 4-5):
 
@@ -40,10 +43,10 @@ import pandas as pd
 from model_adapters.settings import LADDER_SETTINGS
 from model_adapters.settings import condition_of as rung_of
 from visdep_metrics.audit.diagnostics import visual_necessity
-from visdep_metrics.audit.intervals import Design, comparison_rows, few_prompts_note
+from visdep_metrics.audit.intervals import Design, comparison_rows
 from visdep_metrics.audit.runs import ModelInfo
 from visdep_metrics.audit.settings import AuditSettings, Ladder
-from visdep_metrics.stats import WILD, crossed_intervals, holm
+from visdep_metrics.stats import crossed_intervals, holm
 
 if TYPE_CHECKING:
     from visdep_metrics.audit.pairing import BenchmarkResults
@@ -130,7 +133,8 @@ def ladder_rows(bench: BenchmarkResults, scores: pd.DataFrame, subsets: dict[str
         if not rungs:
             continue
         deltas = {(r["model"], r["subset"]): r for r in comparison_rows(
-            bench, scores, settings, design, baseline=ladder.video, others=list(rungs.values()), groups=groups)}
+            bench, scores, settings, design, baseline=ladder.video, others=list(rungs.values()), groups=groups,
+            conditions=True)}
         for group in groups:
             subset, category = group.split("|", 1)
             full = accuracy.get((ladder.video, subset, category))
@@ -142,7 +146,6 @@ def ladder_rows(bench: BenchmarkResults, scores: pd.DataFrame, subsets: dict[str
                    "acc_blind": full["acc_blind"], "acc_blind_lo": full["acc_blind_lo"],
                    "acc_blind_hi": full["acc_blind_hi"], "acc_video": full["acc_video"],
                    "acc_video_lo": full["acc_video_lo"], "acc_video_hi": full["acc_video_hi"]}
-            notes = []
             for gain, rung in GAINS.items():
                 model = rungs.get(rung)
                 rung_row = accuracy.get((model, subset, category)) if model else None
@@ -158,10 +161,6 @@ def ladder_rows(bench: BenchmarkResults, scores: pd.DataFrame, subsets: dict[str
                 row |= {gain: 0.0 - delta["delta_acc_video"], f"{gain}_lo": 0.0 - delta["delta_acc_video_hi"],
                         f"{gain}_hi": 0.0 - delta["delta_acc_video_lo"], f"{gain}_p": delta["delta_acc_video_p"],
                         f"{gain}_note": delta["delta_acc_video_note"]}
-                if delta["delta_acc_video_method"] == WILD and not np.isnan(delta["delta_acc_video_lo"]):
-                    notes.append(gain)
-            row["limit_note"] = f"{', '.join(notes)}: {few_prompts_note(design.prompts[groups[group]])}" \
-                if notes else ""
             rows.append(row)
     return rows
 

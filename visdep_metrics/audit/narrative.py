@@ -203,25 +203,23 @@ def _ladder_section(audit: Audit) -> list[str]:
     rows = [[audit.label(r["model"]), name(r["benchmark"]), r["subset"], r["category"], r["n"],
              interval(r, "acc_blind"), interval(r, "acc_single"), interval(r, "acc_shuffled"),
              interval(r, "acc_reversed"), interval(r, "acc_video"), interval(r, "frame_gain"), _p(r, "frame_gain"),
-             interval(r, "order_gain"), _p(r, "order_gain"), interval(r, "order_gain_reversed"),
-             "†" if r["limit_note"] else ""]
+             interval(r, "order_gain"), _p(r, "order_gain"), interval(r, "order_gain_reversed")]
             for _, r in ladder[ladder["category"] == ALL].iterrows()]
     verdicts = [v for b in ordered(ladder["benchmark"]) if (v := ladder_verdict(audit, b))]
-    limited = sorted({r["limit_note"].split(": ", 1)[1] for _, r in ladder.iterrows() if r["limit_note"]})
     return ["## The temporal ladder: one frame, frames out of order, the video", "",
             "Runs of one checkpoint under the frame conditions (docs/ladder.md): its blind answers, the middle frame "
             "alone (`frames=middle`), the sampled frames shuffled or reversed with their timestamps unchanged "
             "(`frame_order`), and the frames as sampled. Frame Gain FG = Acc_video − Acc_single (what more than one "
             "frame adds), Order Gain OG = Acc_video − Acc_shuffled (what the order adds; OGr with the frames "
-            "reversed), each paired over the same questions as a comparison between models is, p (H0: no gain) "
-            "adjusted by Holm over this table's p-values. The temporal subset: the grounded questions (S(q) ≤ "
+            "reversed), each with Tango's score interval for paired answers on the design effect of the units the "
+            "questions share, p (McNemar's, H0: no gain) adjusted by Holm over this table's p-values. The temporal "
+            "subset: the grounded questions (S(q) ≤ "
             f"{audit.tau:g}) whose V_order(q), the panel VLMs' mean drop in P(answer) when the frames are shuffled "
             f"(normalised as V(q)), is at least τ_order = {audit.settings.tau_order:g}. Per category: ladder.csv; per "
             "question V_frame and V_order: questions.csv.", "",
             *verdicts, "",
             markdown(["Model", "Benchmark", "Subset", "Category", "n", "Acc blind", "Acc one frame", "Acc shuffled",
-                      "Acc reversed", "Acc video", "FG", "p", "OG", "p", "OGr", ""], rows), "",
-            *[f"† {note}." for note in limited], ""]
+                      "Acc reversed", "Acc video", "FG", "p", "OG", "p", "OGr"], rows), ""]
 
 
 def _quoted(text: str) -> list[str]:
