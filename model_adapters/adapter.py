@@ -87,7 +87,6 @@ class EngineAdapter(lmms):
         self.engine_source = inspect.getsourcefile(engine_class)
         identity.code_identity(self.engine_source)
         self.accelerator = Accelerator()  # lmms-eval's evaluator uses it for its collectives
-        self._rank, self._world_size = self.engine.rank, self.engine.world_size
         # identified before and after loading: files that change meanwhile (a trainer saving into the folder) would
         # put values of one checkpoint under the other's key, so such a run stores nothing
         before = self.engine.checkpoint(loaded=False)

@@ -153,7 +153,7 @@ class VLLMEngine(Engine):
             keep_timing_in_float32,
         )
 
-        kwargs = {k: v for k, v in self.loader.items()}
+        kwargs = dict(self.loader)
         config = AutoConfig.from_pretrained(self.pretrained, **kwargs)
         is_vlm = config.model_type in FAMILIES or hasattr(config, "vision_config")
         self.family = family_of(config, self.adapter) if is_vlm else None
